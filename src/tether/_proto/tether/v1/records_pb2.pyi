@@ -1,0 +1,189 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RunStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RUN_STATUS_UNSPECIFIED: _ClassVar[RunStatus]
+    RUN_STATUS_SUCCEEDED: _ClassVar[RunStatus]
+    RUN_STATUS_FAILED: _ClassVar[RunStatus]
+    RUN_STATUS_CANCELLED: _ClassVar[RunStatus]
+RUN_STATUS_UNSPECIFIED: RunStatus
+RUN_STATUS_SUCCEEDED: RunStatus
+RUN_STATUS_FAILED: RunStatus
+RUN_STATUS_CANCELLED: RunStatus
+
+class BlobRef(_message.Message):
+    __slots__ = ("url", "size", "sha256", "media_type")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    size: int
+    sha256: str
+    media_type: str
+    def __init__(self, url: _Optional[str] = ..., size: _Optional[int] = ..., sha256: _Optional[str] = ..., media_type: _Optional[str] = ...) -> None: ...
+
+class Value(_message.Message):
+    __slots__ = ("json", "blob")
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    BLOB_FIELD_NUMBER: _ClassVar[int]
+    json: bytes
+    blob: BlobRef
+    def __init__(self, json: _Optional[bytes] = ..., blob: _Optional[_Union[BlobRef, _Mapping]] = ...) -> None: ...
+
+class BudgetLimits(_message.Message):
+    __slots__ = ("max_nodes", "max_tokens", "max_cost", "max_wall_ms")
+    MAX_NODES_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_COST_FIELD_NUMBER: _ClassVar[int]
+    MAX_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+    max_nodes: int
+    max_tokens: int
+    max_cost: float
+    max_wall_ms: int
+    def __init__(self, max_nodes: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_cost: _Optional[float] = ..., max_wall_ms: _Optional[int] = ...) -> None: ...
+
+class BudgetUsed(_message.Message):
+    __slots__ = ("tokens_in", "tokens_out", "wall_ms", "cost")
+    TOKENS_IN_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_OUT_FIELD_NUMBER: _ClassVar[int]
+    WALL_MS_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    tokens_in: int
+    tokens_out: int
+    wall_ms: int
+    cost: float
+    def __init__(self, tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., wall_ms: _Optional[int] = ..., cost: _Optional[float] = ...) -> None: ...
+
+class NodeSpec(_message.Message):
+    __slots__ = ("node_id", "kind", "parent_ids", "input")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PARENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    kind: str
+    parent_ids: _containers.RepeatedScalarFieldContainer[str]
+    input: Value
+    def __init__(self, node_id: _Optional[str] = ..., kind: _Optional[str] = ..., parent_ids: _Optional[_Iterable[str]] = ..., input: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+
+class RunStarted(_message.Message):
+    __slots__ = ("schema_version", "agent", "input", "config", "limits", "parent_run_id", "parent_node_id", "roots")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ROOTS_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    agent: str
+    input: Value
+    config: bytes
+    limits: BudgetLimits
+    parent_run_id: str
+    parent_node_id: str
+    roots: _containers.RepeatedCompositeFieldContainer[NodeSpec]
+    def __init__(self, schema_version: _Optional[int] = ..., agent: _Optional[str] = ..., input: _Optional[_Union[Value, _Mapping]] = ..., config: _Optional[bytes] = ..., limits: _Optional[_Union[BudgetLimits, _Mapping]] = ..., parent_run_id: _Optional[str] = ..., parent_node_id: _Optional[str] = ..., roots: _Optional[_Iterable[_Union[NodeSpec, _Mapping]]] = ...) -> None: ...
+
+class NodeCompleted(_message.Message):
+    __slots__ = ("node_id", "parent_ids", "kind", "output", "spawned", "used", "blobs", "attempt", "started_at_us", "finished_at_us", "is_result", "fallback")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    SPAWNED_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    BLOBS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_US_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_US_FIELD_NUMBER: _ClassVar[int]
+    IS_RESULT_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    parent_ids: _containers.RepeatedScalarFieldContainer[str]
+    kind: str
+    output: Value
+    spawned: _containers.RepeatedCompositeFieldContainer[NodeSpec]
+    used: BudgetUsed
+    blobs: _containers.RepeatedCompositeFieldContainer[BlobRef]
+    attempt: int
+    started_at_us: int
+    finished_at_us: int
+    is_result: bool
+    fallback: bool
+    def __init__(self, node_id: _Optional[str] = ..., parent_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., output: _Optional[_Union[Value, _Mapping]] = ..., spawned: _Optional[_Iterable[_Union[NodeSpec, _Mapping]]] = ..., used: _Optional[_Union[BudgetUsed, _Mapping]] = ..., blobs: _Optional[_Iterable[_Union[BlobRef, _Mapping]]] = ..., attempt: _Optional[int] = ..., started_at_us: _Optional[int] = ..., finished_at_us: _Optional[int] = ..., is_result: _Optional[bool] = ..., fallback: _Optional[bool] = ...) -> None: ...
+
+class NodeFailed(_message.Message):
+    __slots__ = ("node_id", "kind", "error_type", "message", "attempt", "retryable")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    kind: str
+    error_type: str
+    message: str
+    attempt: int
+    retryable: bool
+    def __init__(self, node_id: _Optional[str] = ..., kind: _Optional[str] = ..., error_type: _Optional[str] = ..., message: _Optional[str] = ..., attempt: _Optional[int] = ..., retryable: _Optional[bool] = ...) -> None: ...
+
+class RunPaused(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class RunResumed(_message.Message):
+    __slots__ = ("limits", "epoch", "owner")
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    limits: BudgetLimits
+    epoch: int
+    owner: str
+    def __init__(self, limits: _Optional[_Union[BudgetLimits, _Mapping]] = ..., epoch: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class RunFinished(_message.Message):
+    __slots__ = ("status", "result", "error")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    status: RunStatus
+    result: Value
+    error: str
+    def __init__(self, status: _Optional[_Union[RunStatus, str]] = ..., result: _Optional[_Union[Value, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class Record(_message.Message):
+    __slots__ = ("run_started", "node_completed", "node_failed", "run_paused", "run_resumed", "run_finished", "at_us")
+    RUN_STARTED_FIELD_NUMBER: _ClassVar[int]
+    NODE_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    NODE_FAILED_FIELD_NUMBER: _ClassVar[int]
+    RUN_PAUSED_FIELD_NUMBER: _ClassVar[int]
+    RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
+    RUN_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    AT_US_FIELD_NUMBER: _ClassVar[int]
+    run_started: RunStarted
+    node_completed: NodeCompleted
+    node_failed: NodeFailed
+    run_paused: RunPaused
+    run_resumed: RunResumed
+    run_finished: RunFinished
+    at_us: int
+    def __init__(self, run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., node_completed: _Optional[_Union[NodeCompleted, _Mapping]] = ..., node_failed: _Optional[_Union[NodeFailed, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., at_us: _Optional[int] = ...) -> None: ...
+
+class LogChunk(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[Record]
+    def __init__(self, records: _Optional[_Iterable[_Union[Record, _Mapping]]] = ...) -> None: ...
