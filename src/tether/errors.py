@@ -1,0 +1,96 @@
+"""tether's exceptions: each message names what failed and what to do."""
+
+from __future__ import annotations
+
+
+class TetherError(Exception):
+    """Base of every tether error."""
+
+
+class StoreError(TetherError):
+    """A log or run store operation failed."""
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached; the operation may be retried."""
+
+
+class ConflictingRecord(StoreError):
+    """A different record already exists at this (run_id, seq)."""
+
+    def __init__(self, run_id: str, seq: int) -> None:
+        super().__init__(
+            f"run {run_id}: a different record already exists at seq {seq}; "
+            "the log is append-only and a seq is written once"
+        )
+        self.run_id = run_id
+        self.seq = seq
+
+
+class StaleEpoch(StoreError):
+    """An append was fenced off: another owner holds the run now."""
+
+    def __init__(self, run_id: str, epoch: int) -> None:
+        super().__init__(
+            f"run {run_id}: append rejected, epoch {epoch} is stale "
+            "(another worker has claimed the run); stopping work on it"
+        )
+        self.run_id = run_id
+        self.epoch = epoch
+
+
+class UnknownRun(TetherError):
+    """No run with this id exists in the store."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"unknown run {run_id!r}: no such run in this store")
+        self.run_id = run_id
+
+
+class RunExists(TetherError):
+    """A run with this id already exists."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id!r} already exists")
+        self.run_id = run_id
+
+
+class CorruptRecord(TetherError):
+    """A stored record cannot be decoded or does not fit the run's graph."""
+
+    def __init__(self, run_id: str, seq: int, why: str) -> None:
+        super().__init__(f"run {run_id}: record at seq {seq} {why}")
+        self.run_id = run_id
+        self.seq = seq
+
+
+class UnknownNodeKind(TetherError):
+    """No handler is registered for a node kind."""
+
+    def __init__(self, agent: str, kind: str) -> None:
+        super().__init__(f"agent {agent!r} has no handler for node kind {kind!r}")
+        self.kind = kind
+
+
+class UnknownAgent(TetherError):
+    """An agent name or import path does not resolve to a Registry."""
+
+
+class RecordTooLarge(TetherError):
+    """An encoded record is over the hard cap."""
+
+    def __init__(self, run_id: str, node_id: str, size: int, cap: int) -> None:
+        super().__init__(
+            f"run {run_id}: the record of node {node_id} is {size} bytes, over the "
+            f"{cap}-byte cap; put large outputs in a blob (ctx.attach) instead"
+        )
+        self.size = size
+        self.cap = cap
+
+
+class OutputNotSerializable(TetherError):
+    """A handler returned an output that cannot be encoded as JSON."""
+
+
+class InvalidSpawn(TetherError):
+    """A handler asked for successors that do not form a valid graph."""

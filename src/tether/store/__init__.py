@@ -1,0 +1,56 @@
+"""Log and run stores, chosen by URL."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tether.store.base import LogStore, RunInfo, RunTable, Status, Store
+
+DEFAULT_DATA_DIR = ".tether"
+
+
+def data_dir() -> Path:
+    """The embedded default's data directory (`TETHER_DATA_DIR`, else ./.tether)."""
+    return Path(os.environ.get("TETHER_DATA_DIR", DEFAULT_DATA_DIR))
+
+
+def default_url() -> str:
+    """`TETHER_DATABASE_URL`, else a SQLite file in the data directory."""
+    return os.environ.get("TETHER_DATABASE_URL") or f"sqlite:///{data_dir() / 'tether.db'}"
+
+
+def store_from_url(url: str | None = None) -> Store:
+    """Build (not open) the store for a URL: `sqlite:///path` or `postgresql://...`."""
+    url = url or default_url()
+    if url.startswith("sqlite:///"):
+        from tether.store.sqlite import SqliteStore
+
+        return SqliteStore(url.removeprefix("sqlite:///"))
+    if url == "memory:":
+        from tether.store.memory import MemoryStore
+
+        return MemoryStore()
+    if url.startswith(("postgresql://", "postgres://")):
+        try:
+            from tether.store.postgres import PostgresStore
+        except ImportError as exc:  # the extra is not installed
+            raise ImportError(
+                f"{url.split('@')[-1]}: PostgreSQL support needs `pip install 'tether[postgres]'`"
+            ) from exc
+        return PostgresStore(url)
+    raise ValueError(
+        f"unsupported store URL {url!r}: use sqlite:///path/to/file.db or postgresql://host/db"
+    )
+
+
+__all__ = [
+    "LogStore",
+    "RunInfo",
+    "RunTable",
+    "Status",
+    "Store",
+    "data_dir",
+    "default_url",
+    "store_from_url",
+]

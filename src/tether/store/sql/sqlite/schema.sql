@@ -1,0 +1,21 @@
+CREATE TABLE run_log (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    record BLOB NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    status TEXT NOT NULL,
+    parent_run_id TEXT,
+    reason TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    owner TEXT,
+    epoch INTEGER NOT NULL DEFAULT 0,
+    lease_until REAL
+);
+
+CREATE INDEX runs_status_idx ON runs (status, created_at);

@@ -1,0 +1,216 @@
+"""The embedded default store: one SQLite file in WAL mode, durable commits."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tether.errors import ConflictingRecord, RunExists, StaleEpoch, StoreError, UnknownRun
+from tether.store.base import LogStore, RunInfo, RunTable, Status, Store
+from tether.store.queries import load_migrations, load_queries
+
+T = TypeVar("T")
+Q = load_queries("sqlite")
+
+
+class _Db:
+    """One connection owned by one thread: sqlite3 objects must stay on their thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tether-sqlite")
+        self._conn: sqlite3.Connection | None = None
+
+    def _connect(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL makes each commit fsync the WAL: a recorded node survives a power cut.
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA busy_timeout=5000")
+        self._conn = conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        assert self._conn is not None, "store is not open"
+        return self._conn
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, fn)
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: {exc}") from exc
+
+    def transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    async def open(self) -> None:
+        await self.call(self._connect)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self.call(self.conn.close)
+            self._conn = None
+        self._pool.shutdown(wait=True)
+
+
+class SqliteLog(LogStore):
+    def __init__(self, db: _Db) -> None:
+        self._db = db
+
+    async def append(
+        self, run_id: str, entries: Sequence[tuple[int, bytes]], *, epoch: int | None = None
+    ) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            for seq, record in entries:
+                if epoch is None:
+                    cur = conn.execute(Q["append"], (run_id, seq, record))
+                else:
+                    cur = conn.execute(Q["append_fenced"], (run_id, seq, record, run_id, epoch))
+                if cur.rowcount == 1:
+                    continue
+                row = conn.execute(Q["record_at"], (run_id, seq)).fetchone()
+                if row is None:
+                    raise StaleEpoch(run_id, epoch or 0)
+                if bytes(row[0]) != record:
+                    raise ConflictingRecord(run_id, seq)
+
+        await self._db.call(lambda: self._db.transaction(work))
+
+    async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
+        rows = await self._db.call(
+            lambda: self._db.conn.execute(Q["read"], (run_id, after_seq)).fetchall()
+        )
+        return [(int(seq), bytes(record)) for seq, record in rows]
+
+    async def read_all(self, run_id: str) -> list[bytes]:
+        rows = await self._db.call(
+            lambda: self._db.conn.execute(Q["read_all"], (run_id,)).fetchall()
+        )
+        return [bytes(r[0]) for r in rows]
+
+
+def _info(row: Any) -> RunInfo:
+    return RunInfo(
+        run_id=row[0],
+        agent=row[1],
+        status=Status(row[2]),
+        parent_run_id=row[3],
+        reason=row[4],
+        created_at=row[5],
+        updated_at=row[6],
+        owner=row[7],
+        epoch=row[8],
+        lease_until=row[9],
+    )
+
+
+class SqliteRuns(RunTable):
+    def __init__(self, db: _Db) -> None:
+        self._db = db
+
+    async def create(self, info: RunInfo, first_record: bytes) -> None:
+        now = time.time()
+
+        def work(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    Q["create_run"],
+                    (
+                        info.run_id,
+                        info.agent,
+                        info.status.value,
+                        info.parent_run_id,
+                        info.reason,
+                        now,
+                        now,
+                        info.owner,
+                        info.epoch,
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise RunExists(info.run_id) from None
+            conn.execute(Q["append"], (info.run_id, 0, first_record))
+
+        await self._db.call(lambda: self._db.transaction(work))
+
+    async def get(self, run_id: str) -> RunInfo | None:
+        row = await self._db.call(lambda: self._db.conn.execute(Q["get_run"], (run_id,)).fetchone())
+        return None if row is None else _info(row)
+
+    async def set_status(self, run_id: str, status: Status, *, reason: str | None = None) -> None:
+        def work() -> int:
+            cur = self._db.conn.execute(
+                Q["set_status"], (status.value, reason, time.time(), run_id)
+            )
+            return cur.rowcount
+
+        if await self._db.call(work) == 0:
+            raise UnknownRun(run_id)
+
+    async def list(
+        self, *, status: Status | None = None, limit: int = 100, offset: int = 0
+    ) -> list[RunInfo]:
+        def work() -> list[Any]:
+            if status is None:
+                return self._db.conn.execute(Q["list_runs"], (limit, offset)).fetchall()
+            return self._db.conn.execute(
+                Q["list_runs_by_status"], (status.value, limit, offset)
+            ).fetchall()
+
+        return [_info(r) for r in await self._db.call(work)]
+
+
+class SqliteStore(Store):
+    """`sqlite:///relative/path.db` or `sqlite:////absolute/path.db`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.url = f"sqlite:///{self.path}"
+        self._db = _Db(self.path)
+        self.log = SqliteLog(self._db)
+        self.runs = SqliteRuns(self._db)
+
+    async def open(self) -> None:
+        await self._db.open()
+        await self.migrate()
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def migrate(self) -> list[str]:
+        def work(conn: sqlite3.Connection) -> list[str]:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+            )
+            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            applied = []
+            for mig in load_migrations("sqlite"):
+                if mig.version in done:
+                    continue
+                for statement in mig.sql.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                    (mig.version, mig.name, time.time()),
+                )
+                applied.append(mig.name)
+            return applied
+
+        return await self._db.call(lambda: self._db.transaction(work))
