@@ -94,3 +94,28 @@ class OutputNotSerializable(TetherError):
 
 class InvalidSpawn(TetherError):
     """A handler asked for successors that do not form a valid graph."""
+
+
+class NodeTimeout(TetherError):
+    """A handler ran past its kind's timeout."""
+
+
+class ChildPaused(TetherError):
+    """A sub-agent run paused, so the node that waits for it cannot complete now."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(f"sub-agent run {run_id} paused: {reason}")
+        self.run_id = run_id
+        self.reason = reason
+
+
+class ChildFailed(TetherError):
+    """A sub-agent run finished without succeeding."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(f"sub-agent run {run_id} failed: {reason}")
+        self.run_id = run_id
+
+
+class RunNotResumable(TetherError):
+    """The run has finished, so it cannot be resumed."""

@@ -1,0 +1,97 @@
+"""What a handler can reach while it runs: inputs, parents' outputs, keys, sub-agents."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tether.core import Budget, Node, Usage
+
+if TYPE_CHECKING:
+    from tether.executor import RunExecutor
+    from tether.registry import Registry
+
+
+class Context:
+    """The context of one attempt of one node."""
+
+    def __init__(self, run: RunExecutor, node: Node) -> None:
+        self._run = run
+        self.node = node
+        self.usage = Usage()
+
+    @property
+    def run_id(self) -> str:
+        return self._run.graph.run_id
+
+    @property
+    def node_id(self) -> str:
+        return self.node.node_id
+
+    @property
+    def attempt(self) -> int:
+        return self.node.attempt
+
+    @property
+    def idempotency_key(self) -> str:
+        """`run_id:node_id`: the same on every attempt, so side effects can be deduplicated."""
+        return f"{self.run_id}:{self.node.node_id}"
+
+    async def run_input(self) -> Any:
+        """The input the run was started with."""
+        started = self._run.graph.started
+        assert started is not None
+        return await self._run.codec.decode_cached("\0input", started.input)
+
+    async def output_of(self, node_id: str) -> Any:
+        """The recorded output of a completed node of this run."""
+        state = self._run.graph.nodes.get(node_id)
+        if state is None or state.completed is None:
+            raise KeyError(f"node {node_id} of run {self.run_id} is not recorded")
+        return await self._run.codec.decode_cached(node_id, state.completed.output)
+
+    async def parent_outputs(self) -> dict[str, Any]:
+        """The outputs of this node's parents, by node id."""
+        return {p: await self.output_of(p) for p in self.node.parent_ids}
+
+    def ancestors(self) -> list[str]:
+        """Recorded ancestors of this node, oldest first (each once)."""
+        nodes = self._run.graph.nodes
+        seen: set[str] = set()
+        out: list[str] = []
+        stack = list(reversed(self.node.parent_ids))
+        while stack:
+            nid = stack.pop()
+            if nid in seen:
+                continue
+            seen.add(nid)
+            out.append(nid)
+            stack.extend(reversed(nodes[nid].spec.parent_ids))
+        out.reverse()
+        return out
+
+    def add_usage(self, usage: Usage) -> None:
+        """Count tokens and cost against the run's budget when this node is recorded."""
+        self.usage = self.usage + usage
+
+    def emit(self, event: dict[str, Any]) -> None:
+        """Send a non-durable event (e.g. model tokens) to in-process listeners; never logged."""
+        self._run.runtime.events.emit(self.run_id, self.node.node_id, event)
+
+    async def run_child(
+        self,
+        agent: Registry | str,
+        input: Any = None,
+        *,
+        key: str = "",
+        budget: Budget | None = None,
+    ) -> Any:
+        """Run `agent` as a sub-agent child run and return its result.
+
+        The child's run id derives from this run and node, so a resumed parent resumes
+        the child from its own log instead of starting it again.
+        """
+        result, usage = await self._run.runtime.run_child(
+            self._run, self.node.node_id, agent, input, key=key, budget=budget
+        )
+        self.add_usage(usage)
+        return result

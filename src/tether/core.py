@@ -1,0 +1,94 @@
+"""The core types a handler sees and returns: Node, Spawn, NodeResult, Usage, Retry, Budget."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.blobs.base import BlobRef
+    from tether.context import Context
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node as its handler sees it."""
+
+    node_id: str
+    kind: str
+    parent_ids: tuple[str, ...]
+    input: Any
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Spawn:
+    """A successor to create when this node is recorded.
+
+    Its id derives from this node's id and `key` (or its index in the spawn list), so
+    replay reproduces it. `after` names sibling keys it joins on; by default its only
+    parent is the spawning node.
+    """
+
+    kind: str
+    input: Any = None
+    key: str | None = None
+    after: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens and cost a node consumed."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.tokens_in + other.tokens_in,
+            self.tokens_out + other.tokens_out,
+            self.cost + other.cost,
+        )
+
+
+@dataclass(slots=True)
+class NodeResult:
+    """What a handler returns: its output and the successors it spawns."""
+
+    output: Any = None
+    spawn: Sequence[Spawn] = ()
+    usage: Usage | None = None
+    # Mark this output as the run's result.
+    is_result: bool = False
+    blobs: list[BlobRef] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How often a failed node is retried, and how long to wait in between."""
+
+    attempts: int = 1
+    backoff: float = 0.1
+    multiplier: float = 2.0
+    max_backoff: float = 30.0
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based)."""
+        return float(min(self.max_backoff, self.backoff * self.multiplier ** (attempt - 1)))
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Limits on a run; 0 means unlimited."""
+
+    max_nodes: int = 0
+    max_tokens: int = 0
+    max_cost: float = 0.0
+    max_wall_s: float = 0.0
+
+
+Handler = Callable[["Context", Node], Awaitable["NodeResult | Any"]]
+Fallback = Callable[["Context", Node, BaseException], Awaitable["NodeResult | Any"]]

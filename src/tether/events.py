@@ -1,0 +1,46 @@
+"""In-process fan-out of records as they are appended, and of non-durable events (tokens)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from tether.records import Record
+
+log = logging.getLogger("tether.events")
+
+RecordListener = Callable[[str, int, Record], None]
+EventListener = Callable[[str, str, dict[str, Any]], None]
+
+
+class EventBus:
+    """Listeners are plain callables: they run inline and must not block."""
+
+    def __init__(self) -> None:
+        self.record_listeners: list[RecordListener] = []
+        self.event_listeners: list[EventListener] = []
+
+    def on_record(self, fn: RecordListener) -> Callable[[], None]:
+        """Call `fn(run_id, seq, record)` after each record is durable and applied."""
+        self.record_listeners.append(fn)
+        return lambda: self.record_listeners.remove(fn)
+
+    def on_event(self, fn: EventListener) -> Callable[[], None]:
+        """Call `fn(run_id, node_id, event)` for each non-durable event."""
+        self.event_listeners.append(fn)
+        return lambda: self.event_listeners.remove(fn)
+
+    def record(self, run_id: str, seq: int, record: Record) -> None:
+        for fn in self.record_listeners:
+            try:
+                fn(run_id, seq, record)
+            except Exception:  # a broken listener must not stop a run
+                log.exception("record listener %r failed", fn)
+
+    def emit(self, run_id: str, node_id: str, event: dict[str, Any]) -> None:
+        for fn in self.event_listeners:
+            try:
+                fn(run_id, node_id, event)
+            except Exception:
+                log.exception("event listener %r failed", fn)

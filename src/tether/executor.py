@@ -1,0 +1,371 @@
+"""The executor: launch ready nodes, record each completion, launch what became ready."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tether.context import Context
+from tether.core import Node, NodeResult, Spawn
+from tether.errors import (
+    ChildFailed,
+    ChildPaused,
+    InvalidSpawn,
+    NodeTimeout,
+    OutputNotSerializable,
+    RecordTooLarge,
+    StoreUnavailable,
+    TetherError,
+    UnknownNodeKind,
+)
+from tether.graph import Graph, GraphError
+from tether.ids import child_id
+from tether.records import (
+    BudgetUsed,
+    NodeCompleted,
+    NodeFailed,
+    NodeSpec,
+    Record,
+    RunFinished,
+    RunPaused,
+    RunStatus,
+    encode,
+    now_us,
+)
+from tether.store.base import Status
+
+if TYPE_CHECKING:
+    from tether.registry import HandlerSpec, Registry
+    from tether.runtime import Runtime
+
+log = logging.getLogger("tether.executor")
+
+# Errors that no retry can fix.
+_PERMANENT = (OutputNotSerializable, RecordTooLarge, InvalidSpawn, UnknownNodeKind, ChildFailed)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How an execution of a run ended."""
+
+    run_id: str
+    status: Status
+    result: Any
+    reason: str
+    graph: Graph
+
+
+class _Abandoned(Exception):
+    """A node stopped without a record (drain during its retry back-off); it runs again on resume."""
+
+
+class RunExecutor:
+    """Executes one run's graph until it finishes, fails, pauses or is drained."""
+
+    def __init__(
+        self, runtime: Runtime, graph: Graph, registry: Registry, *, epoch: int | None = None
+    ) -> None:
+        self.runtime = runtime
+        self.graph = graph
+        self.registry = registry
+        self.epoch = epoch
+        self.codec = runtime.new_codec()
+        self._failure: str | None = None
+        self._pause: str | None = None
+
+    # -- the loop --------------------------------------------------------------
+
+    async def execute(self) -> Outcome:
+        g, rt = self.graph, self.runtime
+        queue: deque[str] = deque(g.ready)
+        tasks: dict[asyncio.Future[Any], str] = {}
+        drain_wait = asyncio.ensure_future(rt.draining.wait())
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        try:
+            while True:
+                stopping = rt.draining.is_set() or self._failure or self._pause
+                if not stopping:
+                    self._pause = g.exhausted(now_us())
+                    stopping = bool(self._pause)
+                while queue and not stopping and len(tasks) < rt.concurrency:
+                    nid = queue.popleft()
+                    tasks[asyncio.ensure_future(self._run_node(nid))] = nid
+                if not tasks:
+                    break
+                if rt.draining.is_set() and deadline is None:
+                    deadline = loop.time() + rt.grace
+                waiting: set[asyncio.Future[Any]] = set(tasks)
+                if not drain_wait.done():
+                    waiting.add(drain_wait)
+                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                done, _ = await asyncio.wait(
+                    waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done and deadline is not None:
+                    log.warning("run %s: grace period over, cancelling %d nodes", g.run_id, len(tasks))
+                    await _cancel_all(tasks)
+                    break
+                batch: list[tuple[Record, bytes]] = []
+                for task in done:
+                    if task is drain_wait:
+                        continue
+                    tasks.pop(task)
+                    batch.extend(self._collect(task))
+                if batch:
+                    queue.extend(await self._commit(batch))
+        finally:
+            drain_wait.cancel()
+            if tasks:  # an exception (fencing, cancellation) ends the loop: nothing more lands
+                await _cancel_all(tasks)
+        return await self._finish()
+
+    def _collect(self, task: asyncio.Future[Any]) -> list[tuple[Record, bytes]]:
+        exc = task.exception()
+        if exc is None:
+            records: list[tuple[Record, bytes]] = task.result()
+            return records
+        if isinstance(exc, ChildPaused):
+            self._pause = self._pause or str(exc)
+            return []
+        if isinstance(exc, _Abandoned):
+            return []
+        raise exc
+
+    async def _commit(self, batch: list[tuple[Record, bytes]]) -> list[str]:
+        """Append the records of nodes that completed together, apply them, return what became ready."""
+        g = self.graph
+        base = g.next_seq
+        entries = [(base + i, data) for i, (_, data) in enumerate(batch)]
+        await self.append(entries)
+        ready: list[str] = []
+        failed: list[NodeFailed] = []
+        for (record, _), (seq, _) in zip(batch, entries, strict=True):
+            ready.extend(g.apply(record, checked=True))
+            self.runtime.events.record(g.run_id, seq, record)
+            if record.WhichOneof("body") == "node_failed":
+                failed.append(record.node_failed)
+        for nf in failed:
+            # A fallback's record follows the failure in the same batch and rescues the node.
+            if g.nodes[nf.node_id].completed is None and self._failure is None:
+                self._failure = (
+                    f"node {nf.node_id} ({nf.kind}) failed after {nf.attempt} attempt(s): "
+                    f"{nf.error_type}: {nf.message}"
+                )
+        return ready
+
+    async def append(self, entries: Sequence[tuple[int, bytes]]) -> None:
+        """Append durably, retrying while the database is away (the same bytes are idempotent)."""
+        delay = 0.05
+        give_up = time.monotonic() + self.runtime.store_retry_s
+        while True:
+            try:
+                await self.runtime.store.log.append(self.graph.run_id, entries, epoch=self.epoch)
+                return
+            except StoreUnavailable as exc:
+                if time.monotonic() > give_up:
+                    raise
+                log.warning("run %s: store unavailable (%s), retrying in %.2fs", self.graph.run_id, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def _finish(self) -> Outcome:
+        g, rt = self.graph, self.runtime
+        result: Any = None
+        if self._failure:
+            status = Status.FAILED
+            record = Record(
+                at_us=now_us(),
+                run_finished=RunFinished(status=RunStatus.RUN_STATUS_FAILED, error=self._failure),
+            )
+        elif g.pending == 0:
+            status = Status.SUCCEEDED
+            finished = RunFinished(status=RunStatus.RUN_STATUS_SUCCEEDED)
+            if g.result_node is not None:
+                out = g.nodes[g.result_node].completed
+                assert out is not None
+                finished.result.CopyFrom(out.output)
+                result = await self.codec.decode_cached(g.result_node, out.output)
+            record = Record(at_us=now_us(), run_finished=finished)
+        elif rt.draining.is_set() or self._pause:
+            status = Status.PAUSED
+            reason = "drain" if rt.draining.is_set() and not self._pause else self._pause or "drain"
+            record = Record(at_us=now_us(), run_paused=RunPaused(reason=reason))
+        else:
+            status = Status.FAILED
+            stuck = [n for n, s in g.nodes.items() if s.completed is None][:5]
+            record = Record(
+                at_us=now_us(),
+                run_finished=RunFinished(
+                    status=RunStatus.RUN_STATUS_FAILED,
+                    error=f"stuck: nodes {stuck} wait for parents that can never be recorded",
+                ),
+            )
+        seq = g.next_seq
+        await self.append([(seq, encode(record))])
+        g.apply(record, checked=True)
+        rt.events.record(g.run_id, seq, record)
+        await rt.store.runs.set_status(g.run_id, status, reason=g.reason or None)
+        return Outcome(g.run_id, status, result, g.reason, g)
+
+    # -- one node --------------------------------------------------------------
+
+    async def _run_node(self, node_id: str) -> list[tuple[Record, bytes]]:
+        spec = self.graph.nodes[node_id].spec
+        try:
+            handler = self.registry.get(spec.kind)
+        except UnknownNodeKind as exc:
+            return [self._failed_record(spec, exc, 1, retryable=False)]
+        node_input = await self.codec.decode(spec.input)
+        attempt = 0
+        while True:
+            attempt += 1
+            node = Node(node_id, spec.kind, tuple(spec.parent_ids), node_input, attempt)
+            ctx = Context(self, node)
+            started_us, t0 = now_us(), time.perf_counter()
+            try:
+                out = await _call(handler, ctx, node)
+                return [await self._completed_record(spec, ctx, out, attempt, started_us, t0)]
+            except ChildPaused:
+                raise
+            except Exception as exc:
+                retryable = isinstance(exc, handler.retry.retry_on) and not isinstance(
+                    exc, _PERMANENT
+                )
+                if retryable and attempt < handler.retry.attempts:
+                    log.info("run %s node %s attempt %d failed: %r", self.graph.run_id, node_id, attempt, exc)
+                    await self._backoff(handler.retry.delay(attempt))
+                    continue
+                failed = self._failed_record(spec, exc, attempt, retryable=retryable)
+                if handler.fallback is None:
+                    return [failed]
+                try:
+                    out = await handler.fallback(ctx, node, exc)
+                    done = await self._completed_record(
+                        spec, ctx, out, attempt, started_us, t0, fallback=True
+                    )
+                except ChildPaused:
+                    raise
+                except Exception as fb_exc:
+                    log.warning("run %s node %s fallback failed: %r", self.graph.run_id, node_id, fb_exc)
+                    return [failed]
+                return [failed, done]
+
+    async def _backoff(self, delay: float) -> None:
+        drain = self.runtime.draining
+        if drain.is_set():
+            raise _Abandoned
+        try:
+            await asyncio.wait_for(drain.wait(), timeout=delay)
+        except TimeoutError:
+            return
+        raise _Abandoned
+
+    async def _completed_record(
+        self,
+        spec: NodeSpec,
+        ctx: Context,
+        out: Any,
+        attempt: int,
+        started_us: int,
+        t0: float,
+        *,
+        fallback: bool = False,
+    ) -> tuple[Record, bytes]:
+        result = out if isinstance(out, NodeResult) else NodeResult(output=out)
+        usage = ctx.usage + result.usage if result.usage else ctx.usage
+        nc = NodeCompleted(
+            node_id=spec.node_id,
+            parent_ids=spec.parent_ids,
+            kind=spec.kind,
+            used=BudgetUsed(
+                tokens_in=usage.tokens_in,
+                tokens_out=usage.tokens_out,
+                cost=usage.cost,
+                wall_ms=int((time.perf_counter() - t0) * 1000),
+            ),
+            attempt=attempt,
+            started_at_us=started_us,
+            finished_at_us=now_us(),
+            is_result=result.is_result,
+            fallback=fallback,
+        )
+        nc.output.CopyFrom(await self.codec.encode(result.output))
+        for s in await self._specs(spec.node_id, result.spawn):
+            nc.spawned.append(s)
+        for ref in result.blobs:
+            nc.blobs.add(url=ref.url, size=ref.size, sha256=ref.sha256, media_type=ref.media_type)
+        record = Record(at_us=nc.finished_at_us, node_completed=nc)
+        try:
+            self.graph.check(record)
+        except GraphError as exc:
+            raise InvalidSpawn(f"node {spec.node_id} {exc}") from None
+        data = encode(record)
+        if len(data) > self.runtime.record_cap:
+            raise RecordTooLarge(self.graph.run_id, spec.node_id, len(data), self.runtime.record_cap)
+        return record, data
+
+    async def _specs(self, node_id: str, spawns: Sequence[Spawn]) -> list[NodeSpec]:
+        keys = [s.key if s.key is not None else str(i) for i, s in enumerate(spawns)]
+        if len(set(keys)) != len(keys):
+            raise InvalidSpawn(f"node {node_id} spawned two successors with the same key: {keys}")
+        known = set(keys)
+        specs = []
+        for key, s in zip(keys, spawns, strict=True):
+            if s.after is None:
+                parents = [node_id]
+            else:
+                missing = [a for a in s.after if a not in known]
+                if missing or not s.after:
+                    raise InvalidSpawn(
+                        f"node {node_id}: successor {key!r} joins on unknown keys {missing}"
+                    )
+                parents = [child_id(node_id, a) for a in s.after]
+            spec = NodeSpec(node_id=child_id(node_id, key), kind=s.kind, parent_ids=parents)
+            spec.input.CopyFrom(await self.codec.encode(s.input))
+            specs.append(spec)
+        return specs
+
+    def _failed_record(
+        self, spec: NodeSpec, exc: BaseException, attempt: int, *, retryable: bool
+    ) -> tuple[Record, bytes]:
+        message = str(exc) or repr(exc)
+        record = Record(
+            at_us=now_us(),
+            node_failed=NodeFailed(
+                node_id=spec.node_id,
+                kind=spec.kind,
+                error_type=type(exc).__name__,
+                message=message[:2000],
+                attempt=attempt,
+                retryable=retryable,
+            ),
+        )
+        return record, encode(record)
+
+
+async def _call(handler: HandlerSpec, ctx: Context, node: Node) -> Any:
+    if handler.timeout is None:
+        return await handler.fn(ctx, node)
+    try:
+        async with asyncio.timeout(handler.timeout) as cm:
+            return await handler.fn(ctx, node)
+    except TimeoutError:
+        if cm.expired():
+            raise NodeTimeout(f"handler for {node.kind!r} timed out after {handler.timeout:g}s") from None
+        raise
+
+
+async def _cancel_all(tasks: dict[asyncio.Future[Any], str]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    tasks.clear()
+
+
+__all__ = ["Outcome", "RunExecutor", "TetherError"]

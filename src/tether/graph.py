@@ -1,0 +1,199 @@
+"""The in-memory run graph. `apply(record)` is the only way it changes, live and on replay."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tether.records import BudgetLimits, NodeCompleted, NodeFailed, NodeSpec, Record, RunStarted
+
+
+class GraphError(Exception):
+    """A record does not fit the graph it is applied to."""
+
+
+@dataclass(slots=True)
+class NodeState:
+    spec: NodeSpec
+    waiting: int
+    completed: NodeCompleted | None = None
+    failed: NodeFailed | None = None
+
+
+class Graph:
+    """Completed, pending and ready nodes of one run, its successor edges and budget totals."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.started: RunStarted | None = None
+        self.nodes: dict[str, NodeState] = {}
+        # Ordered set of ready node ids (insertion order is launch order).
+        self.ready: dict[str, None] = {}
+        self.completed_count = 0
+        self.order: list[str] = []  # node ids in the order they were recorded
+        self._waiters: dict[str, list[str]] = {}
+        self.limits = BudgetLimits()
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.cost = 0.0
+        self.status = "new"  # new | running | paused | succeeded | failed | cancelled
+        self.reason = ""
+        self.result_node: str | None = None
+        self.finished: Record | None = None
+        self.next_seq = 0
+        self._session_start_us = 0
+        self._closed_wall_us = 0
+        self.last_at_us = 0
+
+    # -- reading ---------------------------------------------------------------
+
+    @property
+    def agent(self) -> str:
+        return self.started.agent if self.started else ""
+
+    @property
+    def pending(self) -> int:
+        return len(self.nodes) - self.completed_count
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    def wall_ms(self, at_us: int | None = None) -> int:
+        """Active wall time of the run: its sessions' durations summed, up to `at_us`."""
+        end = self.last_at_us if at_us is None else at_us
+        open_us = end - self._session_start_us if self.status == "running" else 0
+        return (self._closed_wall_us + max(0, open_us)) // 1000
+
+    def exhausted(self, at_us: int) -> str | None:
+        """The reason the budget is spent, or None."""
+        lim = self.limits
+        if lim.max_nodes and self.completed_count >= lim.max_nodes:
+            return f"budget: node limit {lim.max_nodes} reached"
+        if lim.max_tokens and self.tokens >= lim.max_tokens:
+            return f"budget: token limit {lim.max_tokens} reached ({self.tokens} used)"
+        if lim.max_cost and self.cost >= lim.max_cost:
+            return f"budget: cost limit {lim.max_cost:g} reached ({self.cost:.6g} used)"
+        if lim.max_wall_ms and self.wall_ms(at_us) >= lim.max_wall_ms:
+            return f"budget: wall-clock limit {lim.max_wall_ms} ms reached"
+        return None
+
+    # -- changing --------------------------------------------------------------
+
+    def check(self, record: Record) -> None:
+        """Raise GraphError if `record` cannot be applied next."""
+        body = record.WhichOneof("body")
+        if body is None:
+            raise GraphError("has no known body (written by a newer schema?)")
+        if body == "run_started":
+            if self.started is not None:
+                raise GraphError("is a second run_started")
+            return
+        if self.started is None:
+            raise GraphError(f"is a {body} before run_started")
+        if body == "node_completed":
+            nc = record.node_completed
+            state = self.nodes.get(nc.node_id)
+            if state is None:
+                raise GraphError(f"completes node {nc.node_id}, which was never spawned")
+            if state.completed is not None:
+                raise GraphError(f"records node {nc.node_id} a second time")
+            if state.waiting:
+                raise GraphError(f"completes node {nc.node_id} before its parents")
+            self._check_spawns(nc)
+        elif body == "node_failed":
+            if record.node_failed.node_id not in self.nodes:
+                raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
+
+    def _check_spawns(self, nc: NodeCompleted) -> None:
+        new: set[str] = set()
+        for spec in nc.spawned:
+            if spec.node_id in self.nodes or spec.node_id in new:
+                raise GraphError(f"spawns node {spec.node_id}, which already exists")
+            for parent in spec.parent_ids:
+                if parent != nc.node_id and parent not in self.nodes and parent not in new:
+                    raise GraphError(f"spawns {spec.node_id} after unknown node {parent}")
+            new.add(spec.node_id)
+
+    def apply(self, record: Record, *, checked: bool = False) -> list[str]:
+        """Apply one record; return the ids of nodes that became ready."""
+        if not checked:
+            self.check(record)
+        self.next_seq += 1
+        at = record.at_us
+        previous_at = self.last_at_us
+        if at > self.last_at_us:
+            self.last_at_us = at
+        body = record.WhichOneof("body")
+        if body == "node_completed":
+            return self._complete(record.node_completed)
+        if body == "run_started":
+            rs = record.run_started
+            self.started = rs
+            self.limits = rs.limits
+            self._open_session(at)
+            return self._add(rs.roots, "")
+        if body == "node_failed":
+            self.nodes[record.node_failed.node_id].failed = record.node_failed
+        elif body == "run_paused":
+            self._close_session(at)
+            self.status, self.reason = "paused", record.run_paused.reason
+        elif body == "run_resumed":
+            if record.run_resumed.HasField("limits"):
+                self.limits = record.run_resumed.limits
+            # After a crash no pause was recorded: the session ended with its last record.
+            self._close_session(previous_at if self.status == "running" else at)
+            self._open_session(at)
+        elif body == "run_finished":
+            self._close_session(at)
+            self.finished = record
+            self.status = {1: "succeeded", 2: "failed", 3: "cancelled"}.get(
+                record.run_finished.status, "failed"
+            )
+            self.reason = record.run_finished.error
+        return []
+
+    def _open_session(self, at: int) -> None:
+        self.status, self.reason = "running", ""
+        self._session_start_us = at
+
+    def _close_session(self, at: int) -> None:
+        if self.status == "running":
+            self._closed_wall_us += max(0, at - self._session_start_us)
+        self.status = "paused"
+
+    def _complete(self, nc: NodeCompleted) -> list[str]:
+        nid = nc.node_id
+        self.nodes[nid].completed = nc
+        self.completed_count += 1
+        self.order.append(nid)
+        self.ready.pop(nid, None)
+        used = nc.used
+        self.tokens_in += used.tokens_in
+        self.tokens_out += used.tokens_out
+        self.cost += used.cost
+        if nc.is_result and self.result_node is None:
+            self.result_node = nid
+        became: list[str] = []
+        for child in self._waiters.pop(nid, ()):
+            state = self.nodes[child]
+            state.waiting -= 1
+            if state.waiting == 0:
+                self.ready[child] = None
+                became.append(child)
+        return became + self._add(nc.spawned, nid)
+
+    def _add(self, specs: object, spawner: str) -> list[str]:
+        became: list[str] = []
+        nodes = self.nodes
+        for spec in specs:  # type: ignore[attr-defined]
+            waiting = 0
+            for parent in spec.parent_ids:
+                p = nodes.get(parent)
+                if p is None or p.completed is None:
+                    waiting += 1
+                    self._waiters.setdefault(parent, []).append(spec.node_id)
+            nodes[spec.node_id] = NodeState(spec, waiting)
+            if waiting == 0:
+                self.ready[spec.node_id] = None
+                became.append(spec.node_id)
+        return became

@@ -1,0 +1,23 @@
+"""Stable ids: a successor's id is a function of its parent's id and a key, never of timing."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+ROOT_ID = "root"
+
+
+def child_id(parent_id: str, key: str) -> str:
+    """The id of the successor `key` of `parent_id` (16 hex digits, so ids stay short at any depth)."""
+    return hashlib.blake2b(f"{parent_id}/{key}".encode(), digest_size=8).hexdigest()
+
+
+def child_run_id(run_id: str, node_id: str, key: str = "") -> str:
+    """The run id of a sub-agent run started by node `node_id` of run `run_id`."""
+    return f"{run_id}.{node_id}" + (f".{key}" if key else "")
+
+
+def new_run_id() -> str:
+    """A fresh run id."""
+    return uuid.uuid4().hex[:20]

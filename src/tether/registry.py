@@ -1,0 +1,97 @@
+"""Registries map node kinds to handlers; an agent is a named registry."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tether.core import Fallback, Handler, Retry
+from tether.errors import UnknownAgent, UnknownNodeKind
+
+_REGISTRIES: dict[str, Registry] = {}
+# Agents that ship with tether, importable by a short name.
+_BUILTIN = {"demo": "tether.demo.agent:agent"}
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    kind: str
+    fn: Handler
+    retry: Retry
+    timeout: float | None
+    fallback: Fallback | None
+
+
+class Registry:
+    """A named set of node handlers; runs of this agent start at its `entry` kind."""
+
+    def __init__(self, name: str, *, entry: str | None = None) -> None:
+        self.name = name
+        self.entry = entry
+        self._handlers: dict[str, HandlerSpec] = {}
+        _REGISTRIES[name] = self
+
+    def node(
+        self,
+        kind: str,
+        *,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+        fallback: Fallback | None = None,
+    ) -> Callable[[Handler], Handler]:
+        """Register the decorated `async def handler(ctx, node)` for `kind`."""
+
+        def register(fn: Handler) -> Handler:
+            self.add(kind, fn, retry=retry, timeout=timeout, fallback=fallback)
+            return fn
+
+        return register
+
+    def add(
+        self,
+        kind: str,
+        fn: Handler,
+        *,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+        fallback: Fallback | None = None,
+    ) -> None:
+        if kind in self._handlers:
+            raise ValueError(f"agent {self.name!r} already has a handler for {kind!r}")
+        self._handlers[kind] = HandlerSpec(kind, fn, retry or Retry(), timeout, fallback)
+        if self.entry is None:
+            self.entry = kind
+
+    def get(self, kind: str) -> HandlerSpec:
+        spec = self._handlers.get(kind)
+        if spec is None:
+            raise UnknownNodeKind(self.name, kind)
+        return spec
+
+    @property
+    def kinds(self) -> list[str]:
+        return list(self._handlers)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.name!r}, kinds={self.kinds})"
+
+
+def resolve_agent(name: str) -> Registry:
+    """Find a registry by name, by `module:attribute` import path, or among the built-ins."""
+    if name in _REGISTRIES:
+        return _REGISTRIES[name]
+    path = _BUILTIN.get(name, name)
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnknownAgent(
+            f"unknown agent {name!r}: not registered and {module_name!r} does not import ({exc})"
+        ) from exc
+    if name in _REGISTRIES:
+        return _REGISTRIES[name]
+    found = getattr(module, attr or "agent", None)
+    if not isinstance(found, Registry):
+        raise UnknownAgent(f"unknown agent {name!r}: {path} is not a tether Registry")
+    return found

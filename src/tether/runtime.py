@@ -1,0 +1,234 @@
+"""The runtime: start, rehydrate, resume and drain runs on one store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+from typing import Any
+
+from tether.core import Budget, Usage
+from tether.errors import (
+    ChildFailed,
+    ChildPaused,
+    CorruptRecord,
+    RunExists,
+    RunNotResumable,
+    UnknownRun,
+)
+from tether.events import EventBus
+from tether.executor import Outcome, RunExecutor
+from tether.graph import Graph, GraphError
+from tether.ids import ROOT_ID, child_run_id, new_run_id
+from tether.records import (
+    SCHEMA_VERSION,
+    BudgetLimits,
+    NodeSpec,
+    Record,
+    RunResumed,
+    RunStarted,
+    decode_log,
+    dump_json,
+    encode,
+    now_us,
+)
+from tether.registry import Registry, resolve_agent
+from tether.store.base import RunInfo, Status, Store
+from tether.values import ValueCodec
+
+DEFAULT_RECORD_CAP = 64 * 1024
+
+
+def limits_of(budget: Budget | None) -> BudgetLimits:
+    b = budget or Budget()
+    return BudgetLimits(
+        max_nodes=b.max_nodes,
+        max_tokens=b.max_tokens,
+        max_cost=b.max_cost,
+        max_wall_ms=int(b.max_wall_s * 1000),
+    )
+
+
+class Runtime:
+    """Runs agents on a store. One per process is typical; it is cheap."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        concurrency: int = 64,
+        grace: float = 25.0,
+        record_cap: int = DEFAULT_RECORD_CAP,
+        store_retry_s: float = 120.0,
+        owner: str | None = None,
+    ) -> None:
+        self.store = store
+        self.concurrency = concurrency
+        self.grace = grace
+        self.record_cap = record_cap
+        self.store_retry_s = store_retry_s
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self.events = EventBus()
+        self.draining = asyncio.Event()
+
+    def new_codec(self) -> ValueCodec:
+        return ValueCodec()
+
+    def drain(self) -> None:
+        """Stop launching nodes everywhere; in-flight ones finish and are recorded, runs pause."""
+        self.draining.set()
+
+    # -- creating and loading ----------------------------------------------------
+
+    async def create(
+        self,
+        agent: Registry | str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        budget: Budget | None = None,
+        config: dict[str, Any] | None = None,
+        status: Status = Status.QUEUED,
+        parent: tuple[str, str] | None = None,
+    ) -> Graph:
+        """Record a new run (RunStarted at seq 0) without executing it."""
+        registry = agent if isinstance(agent, Registry) else resolve_agent(agent)
+        if registry.entry is None:
+            raise ValueError(f"agent {registry.name!r} has no handlers")
+        run_id = run_id or new_run_id()
+        codec = self.new_codec()
+        started = RunStarted(
+            schema_version=SCHEMA_VERSION,
+            agent=registry.name,
+            config=dump_json(config) if config else b"",
+            limits=limits_of(budget),
+            parent_run_id=parent[0] if parent else "",
+            parent_node_id=parent[1] if parent else "",
+        )
+        started.input.CopyFrom(await codec.encode(input))
+        root = NodeSpec(node_id=ROOT_ID, kind=registry.entry)
+        root.input.CopyFrom(started.input)
+        started.roots.append(root)
+        record = Record(at_us=now_us(), run_started=started)
+        info = RunInfo(
+            run_id=run_id,
+            agent=registry.name,
+            status=status,
+            parent_run_id=parent[0] if parent else None,
+            owner=self.owner if status is Status.RUNNING else None,
+        )
+        await self.store.runs.create(info, encode(record))
+        graph = Graph(run_id)
+        graph.apply(record)
+        return graph
+
+    async def load(self, run_id: str) -> Graph:
+        """Rehydrate a run: read its log in seq order, decode, apply."""
+        rows = await self.store.log.read_all(run_id)
+        if not rows:
+            raise UnknownRun(run_id)
+        graph = Graph(run_id)
+        for seq, record in enumerate(decode_log(run_id, rows)):
+            try:
+                graph.apply(record)
+            except GraphError as exc:
+                raise CorruptRecord(run_id, seq, str(exc)) from None
+        return graph
+
+    # -- executing ---------------------------------------------------------------
+
+    async def start(
+        self,
+        agent: Registry | str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        budget: Budget | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> Outcome:
+        """Start a run and execute it until it finishes, fails or pauses."""
+        graph = await self.create(
+            agent, input, run_id=run_id, budget=budget, config=config, status=Status.RUNNING
+        )
+        return await self.execute(graph)
+
+    async def resume(
+        self, run_id: str, *, budget: Budget | None = None, epoch: int | None = None
+    ) -> Outcome:
+        """Rehydrate a run from its log and continue it (with new limits, if given)."""
+        graph = await self.load(run_id)
+        if graph.finished is not None:
+            raise RunNotResumable(f"run {run_id} has finished ({graph.status}); nothing to resume")
+        return await self.continue_graph(graph, budget=budget, epoch=epoch)
+
+    async def continue_graph(
+        self, graph: Graph, *, budget: Budget | None = None, epoch: int | None = None
+    ) -> Outcome:
+        """Record that the run is taken up again, then execute it."""
+        resumed = RunResumed(owner=self.owner, epoch=epoch or 0)
+        if budget is not None:
+            resumed.limits.CopyFrom(limits_of(budget))
+        record = Record(at_us=now_us(), run_resumed=resumed)
+        executor = RunExecutor(self, graph, resolve_agent(graph.agent), epoch=epoch)
+        seq = graph.next_seq
+        await executor.append([(seq, encode(record))])
+        graph.apply(record)
+        self.events.record(graph.run_id, seq, record)
+        await self.store.runs.set_status(graph.run_id, Status.RUNNING)
+        return await executor.execute()
+
+    async def execute(self, graph: Graph, *, epoch: int | None = None) -> Outcome:
+        """Execute a freshly created (or already resumed) graph."""
+        return await RunExecutor(self, graph, resolve_agent(graph.agent), epoch=epoch).execute()
+
+    async def run_child(
+        self,
+        parent: RunExecutor,
+        node_id: str,
+        agent: Registry | str,
+        input: Any,
+        *,
+        key: str = "",
+        budget: Budget | None = None,
+    ) -> tuple[Any, Usage]:
+        """Run (or resume, or read back) the sub-agent run of a node; return (result, usage)."""
+        run_id = child_run_id(parent.graph.run_id, node_id, key)
+        try:
+            graph = await self.create(
+                agent,
+                input,
+                run_id=run_id,
+                budget=budget,
+                status=Status.RUNNING,
+                parent=(parent.graph.run_id, node_id),
+            )
+            outcome = await self.execute(graph, epoch=None)
+        except RunExists:
+            graph = await self.load(run_id)
+            if graph.finished is None:
+                outcome = await self.continue_graph(graph)
+            else:
+                outcome = await self._read_outcome(graph)
+        if outcome.status is Status.PAUSED:
+            raise ChildPaused(run_id, outcome.reason)
+        if outcome.status is not Status.SUCCEEDED:
+            raise ChildFailed(run_id, outcome.reason)
+        g = outcome.graph
+        return outcome.result, Usage(g.tokens_in, g.tokens_out, g.cost)
+
+    async def _read_outcome(self, graph: Graph) -> Outcome:
+        status = Status(graph.status)
+        result = None
+        if graph.finished is not None and graph.finished.run_finished.HasField("result"):
+            result = await self.new_codec().decode(graph.finished.run_finished.result)
+        return Outcome(graph.run_id, status, result, graph.reason, graph)
+
+    async def outcome(self, run_id: str) -> Outcome:
+        """The state of a run as its log tells it, without executing anything."""
+        return await self._read_outcome(await self.load(run_id))
+
+
+def parse_config(raw: bytes) -> dict[str, Any]:
+    """A RunStarted's config bytes as a dict."""
+    return dict(json.loads(raw)) if raw else {}
