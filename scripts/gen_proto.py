@@ -27,5 +27,34 @@ def generate(out: Path) -> None:
         py.write_text(text.replace("from tether.v1 import", "from tether._proto.tether.v1 import"))
 
 
+def check() -> int:
+    """Exit non-zero when the committed generated code differs from a fresh generation."""
+    import filecmp
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp)
+        generate(fresh)
+        stale = [
+            str(p.relative_to(fresh))
+            for p in fresh.rglob("*")
+            if p.is_file() and not filecmp.cmp(p, OUT / p.relative_to(fresh), shallow=False)
+            if (OUT / p.relative_to(fresh)).exists()
+        ]
+        missing = [
+            str(p.relative_to(fresh))
+            for p in fresh.rglob("*")
+            if p.is_file() and not (OUT / p.relative_to(fresh)).exists()
+        ]
+    if stale or missing:
+        print(
+            f"generated protobuf code is stale: {stale + missing}; run python scripts/gen_proto.py"
+        )
+        return 1
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--check"]:
+        sys.exit(check())
     generate(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT)

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tether.blobs.base import BlobRef
     from tether.context import Context
 
 
@@ -62,7 +61,8 @@ class NodeResult:
     usage: Usage | None = None
     # Mark this output as the run's result.
     is_result: bool = False
-    blobs: list[BlobRef] = field(default_factory=list)
+    # Blob refs attached by the handler (tether.blobs.BlobRef).
+    blobs: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,7 +61,7 @@ class Outcome:
 
 
 class _Abandoned(Exception):
-    """A node stopped without a record (drain during its retry back-off); it runs again on resume."""
+    """A node stopped unrecorded (drained during a retry back-off); it runs again on resume."""
 
 
 class RunExecutor:
@@ -89,7 +89,7 @@ class RunExecutor:
         deadline: float | None = None
         try:
             while True:
-                stopping = rt.draining.is_set() or self._failure or self._pause
+                stopping = rt.draining.is_set() or bool(self._failure or self._pause)
                 if not stopping:
                     self._pause = g.exhausted(now_us())
                     stopping = bool(self._pause)
@@ -108,7 +108,9 @@ class RunExecutor:
                     waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
                 )
                 if not done and deadline is not None:
-                    log.warning("run %s: grace period over, cancelling %d nodes", g.run_id, len(tasks))
+                    log.warning(
+                        "run %s: grace period over, cancelling %d nodes", g.run_id, len(tasks)
+                    )
                     await _cancel_all(tasks)
                     break
                 batch: list[tuple[Record, bytes]] = []
@@ -138,7 +140,7 @@ class RunExecutor:
         raise exc
 
     async def _commit(self, batch: list[tuple[Record, bytes]]) -> list[str]:
-        """Append the records of nodes that completed together, apply them, return what became ready."""
+        """Append the records of nodes that completed together; apply them; return the new ready."""
         g = self.graph
         base = g.next_seq
         entries = [(base + i, data) for i, (_, data) in enumerate(batch)]
@@ -170,7 +172,12 @@ class RunExecutor:
             except StoreUnavailable as exc:
                 if time.monotonic() > give_up:
                     raise
-                log.warning("run %s: store unavailable (%s), retrying in %.2fs", self.graph.run_id, exc, delay)
+                log.warning(
+                    "run %s: store unavailable (%s), retrying in %.2fs",
+                    self.graph.run_id,
+                    exc,
+                    delay,
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
@@ -222,6 +229,9 @@ class RunExecutor:
         except UnknownNodeKind as exc:
             return [self._failed_record(spec, exc, 1, retryable=False)]
         node_input = await self.codec.decode(spec.input)
+        self.runtime.events.emit(
+            self.graph.run_id, node_id, {"type": "node_started", "kind": spec.kind}
+        )
         attempt = 0
         while True:
             attempt += 1
@@ -238,7 +248,13 @@ class RunExecutor:
                     exc, _PERMANENT
                 )
                 if retryable and attempt < handler.retry.attempts:
-                    log.info("run %s node %s attempt %d failed: %r", self.graph.run_id, node_id, attempt, exc)
+                    log.info(
+                        "run %s node %s attempt %d failed: %r",
+                        self.graph.run_id,
+                        node_id,
+                        attempt,
+                        exc,
+                    )
                     await self._backoff(handler.retry.delay(attempt))
                     continue
                 failed = self._failed_record(spec, exc, attempt, retryable=retryable)
@@ -252,7 +268,9 @@ class RunExecutor:
                 except ChildPaused:
                     raise
                 except Exception as fb_exc:
-                    log.warning("run %s node %s fallback failed: %r", self.graph.run_id, node_id, fb_exc)
+                    log.warning(
+                        "run %s node %s fallback failed: %r", self.graph.run_id, node_id, fb_exc
+                    )
                     return [failed]
                 return [failed, done]
 
@@ -307,7 +325,9 @@ class RunExecutor:
             raise InvalidSpawn(f"node {spec.node_id} {exc}") from None
         data = encode(record)
         if len(data) > self.runtime.record_cap:
-            raise RecordTooLarge(self.graph.run_id, spec.node_id, len(data), self.runtime.record_cap)
+            raise RecordTooLarge(
+                self.graph.run_id, spec.node_id, len(data), self.runtime.record_cap
+            )
         return record, data
 
     async def _specs(self, node_id: str, spawns: Sequence[Spawn]) -> list[NodeSpec]:
@@ -357,7 +377,9 @@ async def _call(handler: HandlerSpec, ctx: Context, node: Node) -> Any:
             return await handler.fn(ctx, node)
     except TimeoutError:
         if cm.expired():
-            raise NodeTimeout(f"handler for {node.kind!r} timed out after {handler.timeout:g}s") from None
+            raise NodeTimeout(
+                f"handler for {node.kind!r} timed out after {handler.timeout:g}s"
+            ) from None
         raise
 
 

@@ -100,9 +100,8 @@ class Graph:
             if state.waiting:
                 raise GraphError(f"completes node {nc.node_id} before its parents")
             self._check_spawns(nc)
-        elif body == "node_failed":
-            if record.node_failed.node_id not in self.nodes:
-                raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
+        elif body == "node_failed" and record.node_failed.node_id not in self.nodes:
+            raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
 
     def _check_spawns(self, nc: NodeCompleted) -> None:
         new: set[str] = set()

@@ -9,7 +9,7 @@ ROOT_ID = "root"
 
 
 def child_id(parent_id: str, key: str) -> str:
-    """The id of the successor `key` of `parent_id` (16 hex digits, so ids stay short at any depth)."""
+    """The id of successor `key` of `parent_id`: 16 hex digits, short at any depth."""
     return hashlib.blake2b(f"{parent_id}/{key}".encode(), digest_size=8).hexdigest()
 
 

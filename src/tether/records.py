@@ -79,10 +79,8 @@ def decode_one(run_id: str, seq: int, row: bytes) -> pb.Record:
     except DecodeError as exc:
         raise CorruptRecord(run_id, seq, f"is not a valid LogChunk ({exc})") from None
     if len(chunk.records) != 1:
-        raise CorruptRecord(
-            run_id, seq, f"holds {len(chunk.records)} records, expected exactly 1"
-        )
-    record = chunk.records[0]
+        raise CorruptRecord(run_id, seq, f"holds {len(chunk.records)} records, expected exactly 1")
+    record: pb.Record = chunk.records[0]
     if record.WhichOneof("body") is None:
         raise CorruptRecord(run_id, seq, "has no known body (written by a newer schema?)")
     return record
@@ -101,7 +99,8 @@ def decode_log(run_id: str, rows: Sequence[bytes]) -> Sequence[pb.Record]:
         pass
     else:
         if len(chunk.records) == len(rows):
-            return chunk.records
+            records: Sequence[pb.Record] = chunk.records
+            return records
     for seq, row in enumerate(rows):
         decode_one(run_id, seq, row)
     raise CorruptRecord(run_id, len(rows) - 1, "could not be decoded with the rest of the log")

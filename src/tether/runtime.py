@@ -121,6 +121,7 @@ class Runtime:
         await self.store.runs.create(info, encode(record))
         graph = Graph(run_id)
         graph.apply(record)
+        self.events.record(run_id, 0, record)
         return graph
 
     async def load(self, run_id: str) -> Graph:

@@ -33,12 +33,13 @@ def store_from_url(url: str | None = None) -> Store:
         return MemoryStore()
     if url.startswith(("postgresql://", "postgres://")):
         try:
-            from tether.store.postgres import PostgresStore
+            from tether.store.postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:  # the extra is not installed
             raise ImportError(
                 f"{url.split('@')[-1]}: PostgreSQL support needs `pip install 'tether[postgres]'`"
             ) from exc
-        return PostgresStore(url)
+        store: Store = PostgresStore(url)
+        return store
     raise ValueError(
         f"unsupported store URL {url!r}: use sqlite:///path/to/file.db or postgresql://host/db"
     )

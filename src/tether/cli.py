@@ -1,0 +1,259 @@
+"""The `tether` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rich.console import Console
+
+from tether.core import Budget
+from tether.errors import TetherError
+from tether.executor import Outcome
+from tether.graph import Graph
+from tether.inspect import run_view
+from tether.records import Record
+from tether.runtime import Runtime
+from tether.store import Status, Store, store_from_url
+
+console = Console()
+
+
+def parse_budget(spec: str, current: Graph | None = None) -> Budget:
+    """`tokens=+50000,nodes=100,cost=2,wall=600`: `+N` adds to the run's current limit."""
+    lim = current.limits if current else None
+    values: dict[str, float] = {
+        "nodes": lim.max_nodes if lim else 0,
+        "tokens": lim.max_tokens if lim else 0,
+        "cost": lim.max_cost if lim else 0.0,
+        "wall": lim.max_wall_ms / 1000 if lim else 0.0,
+    }
+    for part in filter(None, spec.split(",")):
+        name, _, raw = part.partition("=")
+        name = name.strip()
+        if name not in values or not raw:
+            raise SystemExit(
+                f"bad --budget item {part!r}: use nodes=, tokens=, cost= or wall= (seconds)"
+            )
+        try:
+            amount = float(raw)
+        except ValueError:
+            raise SystemExit(f"bad --budget value in {part!r}: not a number") from None
+        values[name] = values[name] + amount if raw.startswith("+") else amount
+    return Budget(
+        max_nodes=int(values["nodes"]),
+        max_tokens=int(values["tokens"]),
+        max_cost=values["cost"],
+        max_wall_s=values["wall"],
+    )
+
+
+async def _with_store(url: str | None, fn: Callable[[Store], Awaitable[int]]) -> int:
+    store = store_from_url(url)
+    async with store:
+        return await fn(store)
+
+
+def _drain_on_signals(runtime: Runtime) -> None:
+    # A signal handler only sets the drain flag; the executor decides what to do with it.
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, runtime.drain)
+
+
+def _kill_after(runtime: Runtime, n: int) -> None:
+    """Die abruptly (SIGKILL, no cleanup) once n nodes are recorded."""
+    count = 0
+
+    def on_record(run_id: str, seq: int, record: Record) -> None:
+        nonlocal count
+        if record.WhichOneof("body") == "node_completed":
+            count += 1
+            if count >= n:
+                console.print(f"[red]--stop-after {n}: killing the process (SIGKILL)[/]")
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    runtime.events.on_record(on_record)
+
+
+async def _execute(
+    store: Store, args: argparse.Namespace, go: Callable[[Runtime], Awaitable[Outcome]]
+) -> int:
+    from rich.live import Live
+
+    from tether.display import Progress, budget_line, graph_tree
+
+    runtime = Runtime(store, grace=args.grace)
+    _drain_on_signals(runtime)
+    if getattr(args, "stop_after", None):
+        _kill_after(runtime, args.stop_after)
+    progress = Progress(runtime)
+
+    def announce(run_id: str, seq: int, record: Record) -> None:
+        if record.WhichOneof("body") == "run_started" and not record.run_started.parent_run_id:
+            console.print(f"run [bold]{run_id}[/] started")
+
+    runtime.events.on_record(announce)
+    live: Any = (
+        contextlib.nullcontext()
+        if args.quiet
+        else Live(progress, console=console, refresh_per_second=8, transient=True)
+    )
+    with live:
+        outcome = await go(runtime)
+    console.print(graph_tree(outcome.graph))
+    console.print(budget_line(outcome.graph))
+    colour = {"succeeded": "green", "paused": "yellow"}.get(outcome.status.value, "red")
+    console.print(
+        f"status: [{colour}]{outcome.status.value}[/]"
+        + (f" ({outcome.reason})" if outcome.reason else "")
+    )
+    if outcome.result is not None:
+        text = outcome.result.get("content") if isinstance(outcome.result, dict) else outcome.result
+        console.print(f"[bold]result:[/] {text}")
+    console.print(f"run id: {outcome.run_id}\nlog: {store.url}")
+    if outcome.status is Status.PAUSED:
+        console.print(f"resume with: tether resume {outcome.run_id}")
+    return 0 if outcome.status in (Status.SUCCEEDED, Status.PAUSED) else 1
+
+
+async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
+    if args.speed is not None:
+        os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
+    from tether.demo.agent import agent
+
+    budget = parse_budget(args.budget) if args.budget else None
+    console.print(f"[bold]tether demo[/]: a research agent on a scripted model (log: {store.url})")
+    return await _execute(
+        store, args, lambda rt: rt.start(agent, {"question": args.question}, budget=budget)
+    )
+
+
+async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
+    budget = None
+    if args.budget:
+        graph = await Runtime(store).load(args.run_id)
+        budget = parse_budget(args.budget, graph)
+    if args.speed is not None:
+        os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
+    return await _execute(store, args, lambda rt: rt.resume(args.run_id, budget=budget))
+
+
+async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
+    status = Status(args.status) if args.status else None
+    rows = await store.runs.list(status=status, limit=args.limit)
+    if args.json:
+        print(json.dumps([_run_row(r) for r in rows], indent=2))
+        return 0
+    from rich.table import Table
+
+    table = Table("run id", "agent", "status", "reason", "owner", "epoch", "lease")
+    for r in rows:
+        lease = "-" if r.lease_until is None else f"until {r.lease_until:.0f}"
+        table.add_row(
+            r.run_id, r.agent, r.status.value, r.reason or "", r.owner or "-", str(r.epoch), lease
+        )
+    console.print(table)
+    return 0
+
+
+def _run_row(r: Any) -> dict[str, Any]:
+    return {
+        "run_id": r.run_id,
+        "agent": r.agent,
+        "status": r.status.value,
+        "reason": r.reason,
+        "parent_run_id": r.parent_run_id,
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
+        "owner": r.owner,
+        "epoch": r.epoch,
+        "lease_until": r.lease_until,
+    }
+
+
+async def cmd_show(store: Store, args: argparse.Namespace) -> int:
+    graph = await Runtime(store).load(args.run_id)
+    if args.json:
+        print(json.dumps(run_view(graph, outputs=args.outputs), indent=2))
+        return 0
+    from tether.display import budget_line, graph_tree
+
+    console.print(graph_tree(graph))
+    console.print(budget_line(graph))
+    if graph.reason:
+        console.print(f"reason: {graph.reason}")
+    return 0
+
+
+async def cmd_migrate(store: Store, args: argparse.Namespace) -> int:
+    applied = await store.migrate()
+    console.print(
+        f"{store.url.split('@')[-1]}: "
+        + (f"applied {', '.join(applied)}" if applied else "up to date")
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tether", description="A durable runtime for LLM agents.")
+    parser.add_argument(
+        "--db", help="store URL (default: $TETHER_DATABASE_URL or sqlite in ./.tether)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="run the demo agent on a scripted model")
+    demo.add_argument("--question", default="How do agents survive a rolling deploy?")
+    demo.add_argument("--stop-after", type=int, help="SIGKILL the process after N recorded nodes")
+    demo.add_argument("--budget", help="limits, e.g. nodes=8,tokens=5000")
+    demo.set_defaults(fn=cmd_demo)
+
+    resume = sub.add_parser("resume", help="continue a paused or interrupted run")
+    resume.add_argument("run_id")
+    resume.add_argument("--budget", help="new limits; +N adds, e.g. tokens=+50000")
+    resume.add_argument("--stop-after", type=int, help="SIGKILL the process after N recorded nodes")
+    resume.set_defaults(fn=cmd_resume)
+    for p in (demo, resume):
+        p.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
+        p.add_argument(
+            "--grace", type=float, default=25.0, help="seconds in-flight nodes get on SIGTERM"
+        )
+        p.add_argument("--quiet", action="store_true", help="no live progress display")
+
+    runs = sub.add_parser("runs", help="list runs")
+    runs.add_argument("--status", choices=[s.value for s in Status])
+    runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--json", action="store_true")
+    runs.set_defaults(fn=cmd_runs)
+
+    show = sub.add_parser("show", help="a run's graph, status, budget and timings")
+    show.add_argument("run_id")
+    show.add_argument("--json", action="store_true", help="stable JSON (see README)")
+    show.add_argument("--outputs", action="store_true", help="include node outputs in --json")
+    show.set_defaults(fn=cmd_show)
+
+    db = sub.add_parser("db", help="database schema")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    migrate = db_sub.add_parser("migrate", help="apply pending migrations")
+    migrate.set_defaults(fn=cmd_migrate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return asyncio.run(_with_store(args.db, lambda store: args.fn(store, args)))
+    except TetherError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The demo agent: a scripted, deterministic model that needs no network."""
