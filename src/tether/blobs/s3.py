@@ -28,7 +28,7 @@ import uuid
 from collections.abc import AsyncIterable, AsyncIterator
 
 import obstore
-from obstore.exceptions import BaseError, NotFoundError
+from obstore.exceptions import BaseError
 from obstore.store import S3Store
 
 from tether.blobs.base import BlobInfo, BlobStore, fanout, is_sha256_hex
@@ -85,7 +85,7 @@ class S3BlobStore(BlobStore):
     async def _exists(self, sha256: str) -> bool:
         try:
             await obstore.head_async(self._store, fanout(sha256))
-        except NotFoundError:
+        except FileNotFoundError:
             return False
         except BaseError as exc:
             raise self._unavailable("HEAD", sha256, exc) from exc
@@ -142,7 +142,7 @@ class S3BlobStore(BlobStore):
             result = await obstore.get_async(self._store, fanout(sha256))
             async for chunk in result.stream(min_chunk_size=READ_CHUNK):
                 yield bytes(chunk)
-        except NotFoundError:
+        except FileNotFoundError:
             raise BlobNotFound(f"blob {self.url_for(sha256)} not found") from None
         except BaseError as exc:
             raise self._unavailable("get", sha256, exc) from exc
@@ -150,7 +150,7 @@ class S3BlobStore(BlobStore):
     async def _delete(self, sha256: str) -> None:
         try:
             await obstore.delete_async(self._store, fanout(sha256))
-        except NotFoundError:
+        except FileNotFoundError:
             pass
         except BaseError as exc:
             raise self._unavailable("delete", sha256, exc) from exc
