@@ -126,7 +126,10 @@ class S3Raw(RawStorage):
 
     def keys(self) -> list[str]:
         resp = self.client.list_objects_v2(Bucket=self.bucket)
-        return sorted(o["Key"].removeprefix(f"{self.prefix}/") for o in resp.get("Contents", []))
+        keys = [o["Key"].removeprefix(f"{self.prefix}/") for o in resp.get("Contents", [])]
+        # An unfinished multipart upload is hidden storage too.
+        uploads = self.client.list_multipart_uploads(Bucket=self.bucket).get("Uploads", [])
+        return sorted(keys + [f"upload:{u['Key']}" for u in uploads])
 
 
 def make_s3_store(endpoint: str, bucket: str, prefix: str = "blobs") -> BlobStore:
