@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import time
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
@@ -132,6 +133,14 @@ class LocalBlobStore(BlobStore):
     async def _delete(self, sha256: str) -> None:
         await asyncio.to_thread(self.path_for(sha256).unlink, True)
 
+    async def remove_stale_temps(self, older_than: float = 3600.0) -> int:
+        """Delete temp files left by crashed writers; return how many were removed.
+
+        Only files older than `older_than` seconds go, since another process sharing the
+        directory may be writing a fresh one right now.
+        """
+        return await asyncio.to_thread(_remove_old_files, self._tmp, time.time() - older_than)
+
     async def close(self) -> None:
         """Nothing to release: every file is closed when its call returns."""
 
@@ -151,6 +160,16 @@ def _hash_and_write(f: BinaryIO, hasher: hashlib._Hash, chunks: list[bytes]) -> 
 def _flush_and_sync(f: BinaryIO) -> None:
     f.flush()
     os.fsync(f.fileno())
+
+
+def _remove_old_files(directory: Path, cutoff: float) -> int:
+    removed = 0
+    with os.scandir(directory) as it:
+        for e in it:
+            if e.is_file() and e.stat().st_mtime < cutoff:
+                Path(e.path).unlink(missing_ok=True)
+                removed += 1
+    return removed
 
 
 def _subdirs(path: Path) -> list[Path]:
