@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -61,17 +60,18 @@ async def test_killed_writer_leaves_only_a_temp_file(tmp_path: Path) -> None:
         asyncio.run(LocalBlobStore({str(tmp_path)!r}).put(stalls()))
         """
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", child],
-        stdout=subprocess.PIPE,
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        child,
+        stdout=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": SRC},
     )
     assert proc.stdout is not None
     # The child says when it has written, then it dies the hardest way there is.
-    assert proc.stdout.readline() == b"written\n"
+    assert await asyncio.wait_for(proc.stdout.readline(), 30) == b"written\n"
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
-    proc.stdout.close()
+    assert await asyncio.wait_for(proc.wait(), 10) == -signal.SIGKILL
 
     store = LocalBlobStore(tmp_path)
     assert blob_files(tmp_path) == []
