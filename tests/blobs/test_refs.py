@@ -47,18 +47,18 @@ def fetches(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[
     seen: list[str] = []
     store: Any = backend.store
     original_read = store._read_chunks
-    original_exists = store._exists
+    original_size = store._stored_size
 
     def read_chunks(sha256: str) -> AsyncIterator[bytes]:
         seen.append(f"read {sha256}")
         return original_read(sha256)  # type: ignore[no-any-return]
 
-    async def exists(sha256: str) -> bool:
-        seen.append(f"exists {sha256}")
-        return await original_exists(sha256)  # type: ignore[no-any-return]
+    async def stored_size(sha256: str) -> int | None:
+        seen.append(f"head {sha256}")
+        return await original_size(sha256)  # type: ignore[no-any-return]
 
     monkeypatch.setattr(store, "_read_chunks", read_chunks)
-    monkeypatch.setattr(store, "_exists", exists)
+    monkeypatch.setattr(store, "_stored_size", stored_size)
 
     def audit(event: str, args: tuple[Any, ...]) -> None:
         if event == "open" and recording and "passwd" in str(args[0]):

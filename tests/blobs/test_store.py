@@ -138,3 +138,15 @@ async def test_failing_stream_leaves_nothing(backend: Backend) -> None:
         await backend.store.put(failing())
     assert backend.raw.keys() == []
     assert await collect(backend) == []
+
+
+@pytest.mark.parametrize("how", ["bytes", "stream"])
+async def test_put_again_repairs_a_truncated_blob(backend: Backend, how: str) -> None:
+    data = os.urandom(5000)
+    ref = await backend.store.put(data)
+    backend.raw.write(ref.sha256, data[:1000])
+    with pytest.raises(BlobCorrupt, match="put it again"):
+        await backend.store.get(ref)
+    await backend.store.put(data if how == "bytes" else chunked(data, 700))
+    assert await backend.store.get(ref) == data
+    assert backend.raw.keys() == [fanout(ref.sha256)]

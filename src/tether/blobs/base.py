@@ -101,7 +101,7 @@ class BlobReader:
             raise BlobCorrupt(
                 f"blob {self._ref.url}: stored object is longer than the ref's "
                 f"{self._ref.size} bytes (read {self._read} so far); the object was "
-                "replaced or damaged, re-put it from its source"
+                "replaced or damaged; delete it and put it again from its source"
             )
         self._hash.update(chunk)
         return chunk
@@ -117,13 +117,13 @@ class BlobReader:
         if self._read != ref.size:
             raise BlobCorrupt(
                 f"blob {ref.url}: truncated, read {self._read} of {ref.size} bytes; "
-                "the stored object is damaged, re-put it from its source"
+                "the stored object is damaged; put it again from its source"
             )
         actual = self._hash.hexdigest()
         if actual != ref.sha256:
             raise BlobCorrupt(
                 f"blob {ref.url}: sha256 mismatch, stored bytes hash to {actual}; "
-                "the stored object is damaged, re-put it from its source"
+                "the stored object is damaged; delete it and put it again from its source"
             )
 
 
@@ -173,7 +173,8 @@ class BlobStore(ABC):
         if isinstance(data, bytes | bytearray | memoryview):
             raw = bytes(data)
             sha256 = await sha256_of(raw)
-            if not await self._exists(sha256):
+            # A stored copy of the wrong size is damaged: writing it again repairs it.
+            if await self._stored_size(sha256) != len(raw):
                 await self._put_bytes(sha256, raw)
             size = len(raw)
         else:
@@ -199,7 +200,7 @@ class BlobStore(ABC):
             sha256 = self._check_ref(ref_or_sha256)
         else:
             sha256 = check_sha256(ref_or_sha256)
-        return await self._exists(sha256)
+        return await self._stored_size(sha256) is not None
 
     async def delete(self, sha256: str) -> None:
         """Remove a blob; deleting a missing blob is a no-op."""
@@ -225,7 +226,8 @@ class BlobStore(ABC):
         await self.close()
 
     @abstractmethod
-    async def _exists(self, sha256: str) -> bool: ...
+    async def _stored_size(self, sha256: str) -> int | None:
+        """Size of the stored blob, or None if it is missing."""
 
     @abstractmethod
     async def _put_bytes(self, sha256: str, data: bytes) -> None: ...

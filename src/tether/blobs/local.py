@@ -55,8 +55,8 @@ class LocalBlobStore(BlobStore):
         """The file a blob lives in (the sha256 must already be checked)."""
         return self._root / fanout(sha256)
 
-    async def _exists(self, sha256: str) -> bool:
-        return await asyncio.to_thread(self.path_for(sha256).is_file)
+    async def _stored_size(self, sha256: str) -> int | None:
+        return await asyncio.to_thread(_file_size, self.path_for(sha256))
 
     async def _put_bytes(self, sha256: str, data: bytes) -> None:
         await asyncio.to_thread(self._write_whole, sha256, data)
@@ -68,7 +68,7 @@ class LocalBlobStore(BlobStore):
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            self._publish(tmp, sha256)
+            self._publish(tmp, sha256, len(data))
         finally:
             tmp.unlink(missing_ok=True)
 
@@ -94,7 +94,7 @@ class LocalBlobStore(BlobStore):
             finally:
                 await asyncio.to_thread(f.close)
             sha256 = hasher.hexdigest()
-            await asyncio.to_thread(self._publish, tmp, sha256)
+            await asyncio.to_thread(self._publish, tmp, sha256, size)
         finally:
             # Also runs when the source raises or the task is cancelled midway.
             await asyncio.to_thread(tmp.unlink, True)
@@ -104,10 +104,11 @@ class LocalBlobStore(BlobStore):
         tmp = self._tmp / f"{uuid.uuid4().hex}.part"
         return tmp, tmp.open("xb")
 
-    def _publish(self, tmp: Path, sha256: str) -> None:
-        """Rename a synced temp file onto the blob's name, unless the blob already exists."""
+    def _publish(self, tmp: Path, sha256: str, size: int) -> None:
+        """Rename a synced temp file onto the blob's name, unless the blob is already there."""
         final = self.path_for(sha256)
-        if final.is_file():
+        # A stored copy of the wrong size is damaged and gets replaced.
+        if _file_size(final) == size:
             return
         parent = final.parent
         if not parent.is_dir():
@@ -149,6 +150,13 @@ class LocalBlobStore(BlobStore):
             for second in await asyncio.to_thread(_subdirs, first):
                 for info in await asyncio.to_thread(_blobs_in, second):
                     yield info
+
+
+def _file_size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
 
 
 def _hash_and_write(f: BinaryIO, hasher: hashlib._Hash, chunks: list[bytes]) -> None:

@@ -16,8 +16,8 @@ type hints, and it does not pin botocore (aioboto3 forced a botocore downgrade h
 Layout: objects `<prefix>/ab/cd/<sha256>`, urls `s3://<bucket>/<prefix>/ab/cd/<sha256>`.
 A streamed put does not know its key until the last byte, so it is uploaded in multipart
 parts to `<prefix>/.tmp/<uuid>` while hashing, then copied server-side to its final key
-(skipped if that key exists) and the temp object deleted. S3's CopyObject limit means a
-single streamed blob is capped at 5 GiB.
+(skipped if that key exists with the same size) and the temp object deleted. S3's
+CopyObject limit caps a single streamed blob at 5 GiB.
 """
 
 from __future__ import annotations
@@ -82,14 +82,14 @@ class S3BlobStore(BlobStore):
         what = self.url_for(sha256) if sha256 else self._root_url
         return BlobStoreUnavailable(f"blob store {op} of {what} failed: {exc}")
 
-    async def _exists(self, sha256: str) -> bool:
+    async def _stored_size(self, sha256: str) -> int | None:
         try:
-            await obstore.head_async(self._store, fanout(sha256))
+            meta = await obstore.head_async(self._store, fanout(sha256))
         except FileNotFoundError:
-            return False
+            return None
         except BaseError as exc:
             raise self._unavailable("HEAD", sha256, exc) from exc
-        return True
+        return meta["size"]
 
     async def _put_bytes(self, sha256: str, data: bytes) -> None:
         try:
@@ -124,7 +124,8 @@ class S3BlobStore(BlobStore):
                 max_concurrency=PART_CONCURRENCY,
             )
             sha256 = hasher.hexdigest()
-            if not await self._exists(sha256):
+            # A stored copy of the wrong size is damaged and gets replaced.
+            if await self._stored_size(sha256) != size:
                 await obstore.copy_async(self._store, tmp_key, fanout(sha256))
         except BaseError as exc:
             raise self._unavailable("streamed put", None, exc) from exc
