@@ -27,7 +27,9 @@ fanout = Registry("test.fanout", entry="start")
 async def start(ctx: Context, node: Node) -> NodeResult:
     EXECUTIONS[ctx.idempotency_key] += 1
     n = node.input["width"]
-    spawn = [Spawn("work", {"i": i, "delay": node.input.get("delay", 0)}, key=f"w{i}") for i in range(n)]
+    spawn = [
+        Spawn("work", {"i": i, "delay": node.input.get("delay", 0)}, key=f"w{i}") for i in range(n)
+    ]
     spawn.append(Spawn("join", None, key="join", after=[f"w{i}" for i in range(n)]))
     return NodeResult({"width": n}, spawn=spawn)
 
@@ -68,8 +70,11 @@ async def _random_node(ctx: Context, node: Node, *, child: bool) -> NodeResult:
         value = (value + sub) % 10_000
     if rng.random() < 0.3 and ctx.attempt == 1:
         await asyncio.sleep(0.001 * rng.randint(0, 3))
+    usage = Usage(tokens_in=value % 7, tokens_out=1)
+    # The root's value is the run's result (a sub-agent's answer to its parent).
+    is_result = not node.parent_ids
     if depth >= 4:
-        return NodeResult(value, usage=Usage(tokens_in=value % 7, tokens_out=1))
+        return NodeResult(value, usage=usage, is_result=is_result)
     width = rng.randint(0, 3)
     spawn = [
         Spawn("node", {"seed": _h(seed, i), "depth": depth + 1}, key=str(i)) for i in range(width)
@@ -78,7 +83,7 @@ async def _random_node(ctx: Context, node: Node, *, child: bool) -> NodeResult:
         spawn.append(
             Spawn("node", {"seed": _h(seed, "j"), "depth": depth + 1}, key="j", after=["0", "1"])
         )
-    return NodeResult(value, spawn=spawn, usage=Usage(tokens_in=value % 7, tokens_out=1))
+    return NodeResult(value, spawn=spawn, usage=usage, is_result=is_result)
 
 
 @randomgraph.node("node", retry=Retry(attempts=2, backoff=0.001))

@@ -22,3 +22,9 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     store = store_from_url(f"sqlite:///{tmp_path / 'tether.db'}")
     async with store:
         yield store
+
+
+@pytest.fixture(params=["sqlite"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store URL for tests that open their own stores (e.g. one per hypothesis example)."""
+    return f"sqlite:///{tmp_path / 'tether.db'}"
