@@ -315,7 +315,7 @@ async def test_drain_grace_over_cancels_unrecorded_nodes_which_run_again(store: 
 
 
 async def test_invariant_1_only_a_recorded_node_is_done(store: Store) -> None:
-    """A crash (the executing task dies) before a node's append means it runs again; after, never."""
+    """A crash before a node's append means it runs again; after it, never."""
     rt = Runtime(store, concurrency=2)
     task = asyncio.create_task(rt.start(slow, {"width": 4}, run_id="crash-1"))
     await STARTED.setdefault("crash-1", asyncio.Event()).wait()
