@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -94,3 +95,8 @@ async def random_node(ctx: Context, node: Node) -> NodeResult:
 @randomchild.node("node", retry=Retry(attempts=2, backoff=0.001))
 async def random_child_node(ctx: Context, node: Node) -> NodeResult:
     return await _random_node(ctx, node, child=True)
+
+
+def uid(prefix: str) -> str:
+    """A run id no other test (or parametrization) uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"

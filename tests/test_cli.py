@@ -29,7 +29,9 @@ def tether(
         **kw,  # type: ignore[call-overload]
     )
     if check and proc.returncode != 0:
-        raise AssertionError(f"tether {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(
+            f"tether {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc  # type: ignore[no-any-return]
 
 
@@ -116,8 +118,9 @@ def test_show_json_is_stable(tmp_path: Path) -> None:
     assert view["format"] == 1
     assert set(view["budget"]) == {"limits", "used"}
     node = view["nodes"][0]
-    assert {"node_id", "kind", "parent_ids", "status", "attempt", "wall_ms", "tokens_in",
-            "tokens_out", "cost", "started_at_us", "finished_at_us", "output"} <= set(node)  # fmt: skip
+    expected = {"node_id", "kind", "parent_ids", "status", "attempt", "wall_ms", "tokens_in",
+                "tokens_out", "cost", "started_at_us", "finished_at_us", "output"}  # fmt: skip
+    assert expected <= set(node)
     assert node["kind"] == "turn" and node["status"] == "completed"
 
 
@@ -145,5 +148,12 @@ def test_bad_input_gets_a_clear_error(tmp_path: Path, args: tuple[str, ...], mes
     assert message in proc.stdout + proc.stderr
 
 
-def test_db_migrate_is_idempotent(tmp_path: Path) -> None:
+def test_db_migrate_applies_then_is_idempotent(tmp_path: Path) -> None:
+    assert "applied 0001_initial.sql" in tether(tmp_path, "db", "migrate").stdout
     assert "up to date" in tether(tmp_path, "db", "migrate").stdout
+
+
+def test_db_migrate_on_postgres(tmp_path: Path, empty_pg_database: str) -> None:
+    first = tether(tmp_path, "--db", empty_pg_database, "db", "migrate").stdout
+    assert "applied 0001_initial.sql" in first
+    assert "up to date" in tether(tmp_path, "--db", empty_pg_database, "db", "migrate").stdout

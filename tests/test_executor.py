@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.agents import EXECUTIONS, fanout
+from tests.agents import EXECUTIONS, fanout, uid
 from tether import (
     Budget,
     Context,
@@ -278,55 +278,58 @@ async def slow_leaf(ctx: Context, node: Node) -> NodeResult:
 
 
 async def test_drain_lets_in_flight_nodes_finish_and_pauses(store: Store) -> None:
+    drain_1 = uid("drain")
     rt = Runtime(store, concurrency=2)
-    task = asyncio.create_task(rt.start(slow, {"width": 5}, run_id="drain-1"))
-    await STARTED.setdefault("drain-1", asyncio.Event()).wait()
+    task = asyncio.create_task(rt.start(slow, {"width": 5}, run_id=drain_1))
+    await STARTED.setdefault(drain_1, asyncio.Event()).wait()
     rt.drain()
-    RELEASE.setdefault("drain-1", asyncio.Event()).set()
+    RELEASE.setdefault(drain_1, asyncio.Event()).set()
     outcome = await task
     assert outcome.status is Status.PAUSED
     assert outcome.reason == "drain"
-    leaves = [nc for nc in await node_records(store, "drain-1") if nc.kind == "leaf"]
+    leaves = [nc for nc in await node_records(store, drain_1) if nc.kind == "leaf"]
     assert len(leaves) == 2  # the two in flight finished and were recorded; nothing new started
 
-    resumed = await Runtime(store).resume("drain-1")
+    resumed = await Runtime(store).resume(drain_1)
     assert resumed.status is Status.SUCCEEDED
     assert resumed.result == -1
     for key, count in EXECUTIONS.items():
-        if key.startswith("drain-1:"):
+        if key.startswith(f"{drain_1}:"):
             assert count == 1, key
 
 
 async def test_drain_grace_over_cancels_unrecorded_nodes_which_run_again(store: Store) -> None:
+    drain_2 = uid("drain")
     rt = Runtime(store, concurrency=3, grace=0.01)
-    task = asyncio.create_task(rt.start(slow, {"width": 3}, run_id="drain-2"))
-    await STARTED.setdefault("drain-2", asyncio.Event()).wait()
+    task = asyncio.create_task(rt.start(slow, {"width": 3}, run_id=drain_2))
+    await STARTED.setdefault(drain_2, asyncio.Event()).wait()
     rt.drain()
     outcome = await task
     assert outcome.status is Status.PAUSED
-    assert [nc.kind for nc in await node_records(store, "drain-2")] == ["root"]
-    RELEASE.setdefault("drain-2", asyncio.Event()).set()
-    resumed = await Runtime(store).resume("drain-2")
+    assert [nc.kind for nc in await node_records(store, drain_2)] == ["root"]
+    RELEASE.setdefault(drain_2, asyncio.Event()).set()
+    resumed = await Runtime(store).resume(drain_2)
     assert resumed.status is Status.SUCCEEDED
     # The cancelled leaves ran twice (at-least-once execution), but each is recorded once.
-    leaves = [nc.node_id for nc in await node_records(store, "drain-2") if nc.kind == "leaf"]
+    leaves = [nc.node_id for nc in await node_records(store, drain_2) if nc.kind == "leaf"]
     assert len(leaves) == len(set(leaves)) == 4
-    assert sorted(c for k, c in EXECUTIONS.items() if k.startswith("drain-2:")) == [1, 2, 2, 2]
+    assert sorted(c for k, c in EXECUTIONS.items() if k.startswith(f"{drain_2}:")) == [1, 2, 2, 2]
 
 
 async def test_invariant_1_only_a_recorded_node_is_done(store: Store) -> None:
     """A crash before a node's append means it runs again; after it, never."""
+    crash_1 = uid("crash")
     rt = Runtime(store, concurrency=2)
-    task = asyncio.create_task(rt.start(slow, {"width": 4}, run_id="crash-1"))
-    await STARTED.setdefault("crash-1", asyncio.Event()).wait()
+    task = asyncio.create_task(rt.start(slow, {"width": 4}, run_id=crash_1))
+    await STARTED.setdefault(crash_1, asyncio.Event()).wait()
     task.cancel()  # as abrupt as it gets in-process: no drain, no pause record
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await bodies(store, "crash-1") == ["run_started", "node_completed"]
-    RELEASE.setdefault("crash-1", asyncio.Event()).set()
-    outcome = await Runtime(store).resume("crash-1")
+    assert await bodies(store, crash_1) == ["run_started", "node_completed"]
+    RELEASE.setdefault(crash_1, asyncio.Event()).set()
+    outcome = await Runtime(store).resume(crash_1)
     assert outcome.status is Status.SUCCEEDED
-    records = await node_records(store, "crash-1")
+    records = await node_records(store, crash_1)
     assert len(records) == len({nc.node_id for nc in records}) == 6
 
 
@@ -343,6 +346,7 @@ async def effect(ctx: Context, node: Node) -> str:
 
 
 async def test_invariant_8_side_effects_get_a_stable_idempotency_key(store: Store) -> None:
-    outcome = await Runtime(store).start(keyed, None, run_id="keyed-1")
+    keyed_1 = uid("keyed")
+    outcome = await Runtime(store).start(keyed, None, run_id=keyed_1)
     assert outcome.result is None  # not marked as result
-    assert KEYS[-2:] == [("keyed-1:root", 1), ("keyed-1:root", 2)]
+    assert KEYS[-2:] == [(f"{keyed_1}:root", 1), (f"{keyed_1}:root", 2)]

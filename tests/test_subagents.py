@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.agents import EXECUTIONS
+from tests.agents import EXECUTIONS, uid
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
 from tether.ids import child_run_id
 from tether.records import decode_log
@@ -44,48 +44,53 @@ async def step(ctx: Context, node: Node) -> NodeResult:
 
 
 async def test_a_child_run_is_logged_separately_with_a_derived_id(store: Store) -> None:
-    outcome = await Runtime(store).start(parent, {"n": 3}, run_id="p1")
+    p1 = uid("p1")
+    outcome = await Runtime(store).start(parent, {"n": 3}, run_id=p1)
     assert outcome.status is Status.SUCCEEDED
     assert outcome.result == {"child said": "3 steps"}
     delegate_id = next(n for n, s in outcome.graph.nodes.items() if s.spec.kind == "delegate")
-    child_id = child_run_id("p1", delegate_id)
+    child_id = child_run_id(p1, delegate_id)
     info = await store.runs.get(child_id)
-    assert info is not None and info.parent_run_id == "p1" and info.status is Status.SUCCEEDED
+    assert info is not None and info.parent_run_id == p1 and info.status is Status.SUCCEEDED
     records = decode_log(child_id, await store.log.read_all(child_id))
-    assert records[0].run_started.parent_run_id == "p1"
+    assert records[0].run_started.parent_run_id == p1
     assert records[0].run_started.parent_node_id == delegate_id
 
 
 async def test_resuming_the_parent_resumes_the_child_without_redoing_its_nodes(
     store: Store,
 ) -> None:
+    p2 = uid("p2")
+    g1 = uid("g1")
     rt = Runtime(store)
-    task = asyncio.create_task(rt.start(parent, {"n": 5, "gate": "g1"}, run_id="p2"))
-    await REACHED.setdefault("g1", asyncio.Event()).wait()
+    task = asyncio.create_task(rt.start(parent, {"n": 5, "gate": g1}, run_id=p2))
+    await REACHED.setdefault(g1, asyncio.Event()).wait()
     task.cancel()  # the process "dies" while the child is at its third step
     with pytest.raises(asyncio.CancelledError):
         await task
-    GATE.setdefault("g1", asyncio.Event()).set()
+    GATE.setdefault(g1, asyncio.Event()).set()
 
-    outcome = await Runtime(store).resume("p2")
+    outcome = await Runtime(store).resume(p2)
     assert outcome.status is Status.SUCCEEDED
     assert outcome.result == {"child said": "5 steps"}
-    child_keys = {k: c for k, c in EXECUTIONS.items() if k.startswith("p2.")}
+    child_keys = {k: c for k, c in EXECUTIONS.items() if k.startswith(f"{p2}.")}
     assert len(child_keys) == 5
     # Steps 0 and 1 were recorded before the crash and never ran again; step 2 was in flight.
     assert sorted(child_keys.values()) == [1, 1, 1, 1, 2]
-    assert EXECUTIONS[f"p2:{outcome.graph.order[1]}"] == 2  # the delegate node re-ran once
+    assert EXECUTIONS[f"{p2}:{outcome.graph.order[1]}"] == 2  # the delegate node re-ran once
 
 
 async def test_a_drained_child_pauses_its_parent(store: Store) -> None:
+    p3 = uid("p3")
+    g2 = uid("g2")
     rt = Runtime(store)
-    task = asyncio.create_task(rt.start(parent, {"n": 4, "gate": "g2"}, run_id="p3"))
-    await REACHED.setdefault("g2", asyncio.Event()).wait()
+    task = asyncio.create_task(rt.start(parent, {"n": 4, "gate": g2}, run_id=p3))
+    await REACHED.setdefault(g2, asyncio.Event()).wait()
     rt.drain()
-    GATE.setdefault("g2", asyncio.Event()).set()
+    GATE.setdefault(g2, asyncio.Event()).set()
     outcome = await task
     assert outcome.status is Status.PAUSED
-    assert "sub-agent run p3." in outcome.reason and "paused: drain" in outcome.reason
-    done = await Runtime(store).resume("p3")
+    assert f"sub-agent run {p3}." in outcome.reason and "paused: drain" in outcome.reason
+    done = await Runtime(store).resume(p3)
     assert done.status is Status.SUCCEEDED
     assert done.result == {"child said": "4 steps"}
