@@ -11,6 +11,7 @@ from tests.agents import EXECUTIONS, fanout, uid
 from tether import (
     Budget,
     Context,
+    CorruptRecord,
     Node,
     NodeResult,
     Registry,
@@ -350,3 +351,26 @@ async def test_invariant_8_side_effects_get_a_stable_idempotency_key(store: Stor
     outcome = await Runtime(store).start(keyed, None, run_id=keyed_1)
     assert outcome.result is None  # not marked as result
     assert KEYS[-2:] == [(f"{keyed_1}:root", 1), (f"{keyed_1}:root", 2)]
+
+
+async def test_a_corrupt_record_stops_rehydration_naming_run_and_seq(store: Store) -> None:
+    rt = Runtime(store)
+    outcome = await rt.start(fanout, {"width": 2}, budget=Budget(max_nodes=1))
+    assert outcome.status is Status.PAUSED
+    seq = outcome.graph.next_seq
+    await store.log.append(outcome.run_id, [(seq, b"\x0a\x03garbage")])
+    with pytest.raises(CorruptRecord, match=rf"run {outcome.run_id}: record at seq {seq} "):
+        await Runtime(store).resume(outcome.run_id, budget=Budget(max_nodes=100))
+    # Nothing already recorded is lost: every earlier row is still there and decodes.
+    rows = await store.log.read_all(outcome.run_id)
+    assert len(rows) == seq + 1
+    assert len(decode_log(outcome.run_id, rows[:-1])) == seq
+
+
+async def test_a_record_that_does_not_fit_the_graph_is_reported(store: Store) -> None:
+    outcome = await Runtime(store).start(fanout, {"width": 1})
+    rows = await store.log.read_all(outcome.run_id)
+    # Replaying the root's record a second time (a duplicate node) must not be applied silently.
+    await store.log.append(outcome.run_id, [(len(rows), rows[1])])
+    with pytest.raises(CorruptRecord, match=r"records node root a second time"):
+        await Runtime(store).load(outcome.run_id)
