@@ -34,6 +34,7 @@ def parse_budget(spec: str, current: Graph | None = None) -> Budget:
         "tokens": lim.max_tokens if lim else 0,
         "cost": lim.max_cost if lim else 0.0,
         "wall": lim.max_wall_ms / 1000 if lim else 0.0,
+        "turns": lim.max_turns if lim else 0,
     }
     for part in filter(None, spec.split(",")):
         name, _, raw = part.partition("=")
@@ -52,6 +53,7 @@ def parse_budget(spec: str, current: Graph | None = None) -> Budget:
         max_tokens=int(values["tokens"]),
         max_cost=values["cost"],
         max_wall_s=values["wall"],
+        max_turns=int(values["turns"]),
     )
 
 

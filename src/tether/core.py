@@ -43,12 +43,14 @@ class Usage:
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float = 0.0
+    model_calls: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.tokens_in + other.tokens_in,
             self.tokens_out + other.tokens_out,
             self.cost + other.cost,
+            self.model_calls + other.model_calls,
         )
 
 
@@ -88,6 +90,7 @@ class Budget:
     max_tokens: int = 0
     max_cost: float = 0.0
     max_wall_s: float = 0.0
+    max_turns: int = 0
 
 
 Handler = Callable[["Context", Node], Awaitable["NodeResult | Any"]]

@@ -305,6 +305,7 @@ class RunExecutor:
                 tokens_in=usage.tokens_in,
                 tokens_out=usage.tokens_out,
                 cost=usage.cost,
+                model_calls=usage.model_calls,
                 wall_ms=int((time.perf_counter() - t0) * 1000),
             ),
             attempt=attempt,

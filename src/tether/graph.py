@@ -35,6 +35,7 @@ class Graph:
         self.tokens_in = 0
         self.tokens_out = 0
         self.cost = 0.0
+        self.model_calls = 0
         self.status = "new"  # new | running | paused | succeeded | failed | cancelled
         self.reason = ""
         self.result_node: str | None = None
@@ -73,6 +74,8 @@ class Graph:
             return f"budget: token limit {lim.max_tokens} reached ({self.tokens} used)"
         if lim.max_cost and self.cost >= lim.max_cost:
             return f"budget: cost limit {lim.max_cost:g} reached ({self.cost:.6g} used)"
+        if lim.max_turns and self.model_calls >= lim.max_turns:
+            return f"budget: turn limit {lim.max_turns} reached"
         if lim.max_wall_ms and self.wall_ms(at_us) >= lim.max_wall_ms:
             return f"budget: wall-clock limit {lim.max_wall_ms} ms reached"
         return None
@@ -170,6 +173,7 @@ class Graph:
         self.tokens_in += used.tokens_in
         self.tokens_out += used.tokens_out
         self.cost += used.cost
+        self.model_calls += used.model_calls
         if nc.is_result and self.result_node is None:
             self.result_node = nid
         became: list[str] = []

@@ -77,6 +77,7 @@ def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
                 "max_tokens": lim.max_tokens,
                 "max_cost": lim.max_cost,
                 "max_wall_ms": lim.max_wall_ms,
+                "max_turns": lim.max_turns,
             },
             "used": {
                 "nodes": graph.completed_count,
@@ -84,6 +85,7 @@ def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
                 "tokens_out": graph.tokens_out,
                 "cost": graph.cost,
                 "wall_ms": graph.wall_ms(),
+                "model_calls": graph.model_calls,
             },
         },
         "result": result,

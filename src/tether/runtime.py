@@ -47,6 +47,7 @@ def limits_of(budget: Budget | None) -> BudgetLimits:
         max_tokens=b.max_tokens,
         max_cost=b.max_cost,
         max_wall_ms=int(b.max_wall_s * 1000),
+        max_turns=b.max_turns,
     )
 
 
@@ -216,7 +217,7 @@ class Runtime:
         if outcome.status is not Status.SUCCEEDED:
             raise ChildFailed(run_id, outcome.reason)
         g = outcome.graph
-        return outcome.result, Usage(g.tokens_in, g.tokens_out, g.cost)
+        return outcome.result, Usage(g.tokens_in, g.tokens_out, g.cost, g.model_calls)
 
     async def _read_outcome(self, graph: Graph) -> Outcome:
         status = Status(graph.status)

@@ -36,7 +36,8 @@ async def _latency(base: float, *key: Any) -> None:
 def _usage(text: str) -> Usage:
     tokens_in = 200 + len(text) // 3
     tokens_out = 20 + len(text) // 4
-    return Usage(tokens_in, tokens_out, cost=(tokens_in * 2 + tokens_out * 8) / 1_000_000)
+    cost = (tokens_in * 2 + tokens_out * 8) / 1_000_000
+    return Usage(tokens_in, tokens_out, cost=cost, model_calls=1)
 
 
 def _turn(

@@ -39,28 +39,32 @@ class Value(_message.Message):
     def __init__(self, json: _Optional[bytes] = ..., blob: _Optional[_Union[BlobRef, _Mapping]] = ...) -> None: ...
 
 class BudgetLimits(_message.Message):
-    __slots__ = ("max_nodes", "max_tokens", "max_cost", "max_wall_ms")
+    __slots__ = ("max_nodes", "max_tokens", "max_cost", "max_wall_ms", "max_turns")
     MAX_NODES_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MAX_COST_FIELD_NUMBER: _ClassVar[int]
     MAX_WALL_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
     max_nodes: int
     max_tokens: int
     max_cost: float
     max_wall_ms: int
-    def __init__(self, max_nodes: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_cost: _Optional[float] = ..., max_wall_ms: _Optional[int] = ...) -> None: ...
+    max_turns: int
+    def __init__(self, max_nodes: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_cost: _Optional[float] = ..., max_wall_ms: _Optional[int] = ..., max_turns: _Optional[int] = ...) -> None: ...
 
 class BudgetUsed(_message.Message):
-    __slots__ = ("tokens_in", "tokens_out", "wall_ms", "cost")
+    __slots__ = ("tokens_in", "tokens_out", "wall_ms", "cost", "model_calls")
     TOKENS_IN_FIELD_NUMBER: _ClassVar[int]
     TOKENS_OUT_FIELD_NUMBER: _ClassVar[int]
     WALL_MS_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CALLS_FIELD_NUMBER: _ClassVar[int]
     tokens_in: int
     tokens_out: int
     wall_ms: int
     cost: float
-    def __init__(self, tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., wall_ms: _Optional[int] = ..., cost: _Optional[float] = ...) -> None: ...
+    model_calls: int
+    def __init__(self, tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., wall_ms: _Optional[int] = ..., cost: _Optional[float] = ..., model_calls: _Optional[int] = ...) -> None: ...
 
 class NodeSpec(_message.Message):
     __slots__ = ("node_id", "kind", "parent_ids", "input")
