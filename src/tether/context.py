@@ -49,6 +49,10 @@ class Context:
             raise KeyError(f"node {node_id} of run {self.run_id} is not recorded")
         return await self._run.codec.decode_cached(node_id, state.completed.output)
 
+    def parents_of(self, node_id: str) -> tuple[str, ...]:
+        """The parent ids of any node of this run."""
+        return tuple(self._run.graph.nodes[node_id].spec.parent_ids)
+
     async def parent_outputs(self) -> dict[str, Any]:
         """The outputs of this node's parents, by node id."""
         return {p: await self.output_of(p) for p in self.node.parent_ids}

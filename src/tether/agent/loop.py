@@ -1,0 +1,202 @@
+"""An LLM agent as a graph: a model turn is a node, each tool call a successor, the next turn a join."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from tether.agent.messages import Message, ToolSpec
+from tether.agent.pricing import cost_of
+from tether.agent.providers import Provider, provider_for
+from tether.agent.retries import with_retries
+from tether.agent.tools import Tool, ToolArgumentsError
+from tether.context import Context
+from tether.core import Budget, Node, NodeResult, Spawn, Usage
+from tether.executor import Outcome
+from tether.registry import Registry
+from tether.runtime import Runtime
+
+SUBAGENT_SCHEMA = {
+    "type": "object",
+    "properties": {"task": {"type": "string", "description": "what the sub-agent should do"}},
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+
+class Agent:
+    """A model, a system prompt, tools (functions or other agents) and a budget.
+
+    `Agent.registry` is an ordinary tether Registry with three node kinds: `turn` (one
+    model call), `tool` (one tool call) and `agent` (a sub-agent, run as a child run).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: str,
+        system: str = "",
+        tools: Sequence[Tool | Agent] = (),
+        budget: Budget | None = None,
+        description: str = "",
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model_attempts: int = 6,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.system = system
+        self.budget = budget
+        self.description = description or f"Delegate a task to the {name} agent."
+        self.base_url = base_url
+        self.api_key = api_key
+        self.model_attempts = model_attempts
+        self.tools: dict[str, Tool] = {}
+        self.subagents: dict[str, Agent] = {}
+        for t in tools:
+            if isinstance(t, Agent):
+                self.subagents[t.name] = t
+            else:
+                self.tools[t.name] = t
+        clash = set(self.tools) & set(self.subagents)
+        if clash:
+            raise ValueError(f"agent {name!r}: tool and sub-agent share names {sorted(clash)}")
+        self._provider: Provider | None = None
+        self.registry = Registry(name, entry="turn")
+        self.registry.add("turn", self._turn)
+        self.registry.add("tool", self._tool, fallback=self._tool_failed)
+        self.registry.add("agent", self._subagent)
+
+    # -- running -------------------------------------------------------------------
+
+    async def run(self, runtime: Runtime, prompt: str, *, budget: Budget | None = None) -> Outcome:
+        """Start a run of this agent on `prompt` and execute it."""
+        return await runtime.start(self.registry, {"prompt": prompt}, budget=budget or self.budget)
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            self._provider = provider_for(self.model, base_url=self.base_url, api_key=self.api_key)
+        return self._provider
+
+    def tool_specs(self) -> list[ToolSpec]:
+        specs = [ToolSpec(t.name, t.description, t.schema) for t in self.tools.values()]
+        specs += [ToolSpec(a.name, a.description, SUBAGENT_SCHEMA) for a in self.subagents.values()]
+        return specs
+
+    # -- the conversation, derived from the graph ------------------------------------
+
+    async def history(self, ctx: Context) -> list[Message]:
+        """The messages before this turn, rebuilt by walking its ancestors (never re-stored).
+
+        A turn's parents are the tool calls of the previous turn, whose parent is that turn;
+        tool results are ordered by call index, so the prompt never depends on timing.
+        """
+        chain: list[tuple[str, tuple[str, ...]]] = []
+        parents = ctx.node.parent_ids
+        while parents:
+            previous_turn = ctx.parents_of(parents[0])[0]
+            chain.append((previous_turn, parents))
+            parents = ctx.parents_of(previous_turn)
+        run_input = await ctx.run_input()
+        messages: list[Message] = [{"role": "user", "content": run_input["prompt"]}]
+        for turn_id, tool_ids in reversed(chain):
+            messages.append(await ctx.output_of(turn_id))
+            messages.extend([await ctx.output_of(t) for t in tool_ids])
+        return messages
+
+    # -- node handlers ----------------------------------------------------------------
+
+    async def _turn(self, ctx: Context, node: Node) -> NodeResult:
+        messages = await self.history(ctx)
+
+        def on_token(text: str) -> None:
+            ctx.emit({"type": "token", "text": text})
+
+        reply = await with_retries(
+            lambda: self.provider.complete(self.system, messages, self.tool_specs(), on_token),
+            attempts=self.model_attempts,
+            on_retry=ctx.emit,
+        )
+        cost = cost_of(self.model, reply.tokens_in, reply.tokens_out)
+        usage = Usage(reply.tokens_in, reply.tokens_out, cost, model_calls=1)
+        message = reply.message()
+        if not reply.tool_calls:
+            return NodeResult(message, usage=usage, is_result=True)
+        keys = [f"call{i}" for i in range(len(reply.tool_calls))]
+        spawn = [
+            Spawn("agent" if c.name in self.subagents else "tool", {"call": i}, key=k)
+            for i, (k, c) in enumerate(zip(keys, reply.tool_calls, strict=True))
+        ]
+        spawn.append(Spawn("turn", None, key="next", after=keys))
+        return NodeResult(message, spawn=spawn, usage=usage)
+
+    async def _call_of(self, ctx: Context, node: Node) -> dict[str, Any]:
+        turn = await ctx.output_of(node.parent_ids[0])
+        call: dict[str, Any] = turn["tool_calls"][node.input["call"]]
+        return call
+
+    @staticmethod
+    def _result(call: dict[str, Any], content: Any, *, is_error: bool = False) -> Message:
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        return {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "name": call["name"],
+            "content": text,
+            "is_error": is_error,
+        }
+
+    async def _tool(self, ctx: Context, node: Node) -> Message:
+        call = await self._call_of(ctx, node)
+        tool = self.tools.get(call["name"])
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return self._result(call, f"error: there is no tool {call['name']!r} (tools: {known})", is_error=True)
+        try:
+            arguments = tool.validate(call["arguments"])
+        except ToolArgumentsError as exc:
+            # The model sent bad arguments: tell it, as the tool's result, and let it try again.
+            return self._result(call, f"error: {exc}", is_error=True)
+        result = await (tool.fn(ctx, **arguments) if tool.takes_ctx else tool.fn(**arguments))
+        return self._result(call, result)
+
+    async def _tool_failed(self, ctx: Context, node: Node, exc: BaseException) -> Message:
+        """A tool that raised after its last attempt: the model reads the error, the run goes on."""
+        call = await self._call_of(ctx, node)
+        return self._result(call, f"error: {type(exc).__name__}: {exc}", is_error=True)
+
+    async def _subagent(self, ctx: Context, node: Node) -> Message:
+        call = await self._call_of(ctx, node)
+        sub = self.subagents[call["name"]]
+        task = call["arguments"].get("task") if isinstance(call["arguments"], dict) else None
+        if not isinstance(task, str):
+            return self._result(call, "error: a sub-agent call needs a string `task`", is_error=True)
+        answer = await ctx.run_child(sub.registry, {"prompt": task}, budget=sub.budget)
+        return self._result(call, answer["content"])
+
+    async def transcript(self, runtime: Runtime, run_id: str) -> list[Message]:
+        """The whole conversation of a finished run, rebuilt from its log."""
+        outcome = await runtime.outcome(run_id)
+        graph = outcome.graph
+        if graph.result_node is None:
+            raise ValueError(f"run {run_id} has no final answer yet ({graph.status})")
+        codec = runtime.new_codec()
+        messages: list[Message] = []
+        chain: list[str] = []
+        nid: str | None = graph.result_node
+        while nid is not None:
+            chain.append(nid)
+            parents = graph.nodes[nid].spec.parent_ids
+            chain.extend(reversed(parents))
+            nid = graph.nodes[parents[0]].spec.parent_ids[0] if parents else None
+        started = graph.started
+        assert started is not None
+        messages.append({"role": "user", "content": (await codec.decode(started.input))["prompt"]})
+        for node_id in reversed(chain):
+            state = graph.nodes[node_id]
+            assert state.completed is not None
+            messages.append(await codec.decode(state.completed.output))
+        return messages

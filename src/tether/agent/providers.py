@@ -1,0 +1,217 @@
+"""Model calls through the official OpenAI and Anthropic async SDKs, streaming tokens."""
+
+from __future__ import annotations
+
+import json
+import os
+from abc import ABC, abstractmethod
+from typing import Any
+
+from tether.agent.messages import Message, ModelReply, OnToken, ToolCallRequest, ToolSpec
+
+
+class Provider(ABC):
+    """One model behind one SDK client; SDK retries are off, the caller owns retrying."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    @abstractmethod
+    async def complete(
+        self, system: str, messages: list[Message], tools: list[ToolSpec], on_token: OnToken
+    ) -> ModelReply: ...
+
+    async def close(self) -> None:
+        return None
+
+
+def _loads(raw: str) -> Any:
+    try:
+        return json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        return raw  # passed to the tool's validation, which explains it to the model
+
+
+class OpenAIChat(Provider):
+    """OpenAI Chat Completions, or any endpoint that speaks it (`base_url`)."""
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None):
+        import openai
+
+        super().__init__(model)
+        self.client = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "unset",
+            max_retries=0,
+        )
+
+    @staticmethod
+    def to_openai(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+        for m in messages:
+            if m["role"] == "assistant":
+                msg: dict[str, Any] = {"role": "assistant", "content": m["content"] or None}
+                if m["tool_calls"]:
+                    msg["tool_calls"] = [
+                        {
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {
+                                "name": c["name"],
+                                "arguments": json.dumps(c["arguments"]),
+                            },
+                        }
+                        for c in m["tool_calls"]
+                    ]
+                out.append(msg)
+            elif m["role"] == "tool":
+                out.append(
+                    {"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]}
+                )
+            else:
+                out.append({"role": "user", "content": m["content"]})
+        return out
+
+    async def complete(
+        self, system: str, messages: list[Message], tools: list[ToolSpec], on_token: OnToken
+    ) -> ModelReply:
+        kwargs: dict[str, Any] = {}
+        if tools:
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.schema},
+                }
+                for t in tools
+            ]
+        stream = await self.client.chat.completions.create(
+            model=self.model,
+            messages=self.to_openai(system, messages),  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+            **kwargs,
+        )
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        tokens_in = tokens_out = 0
+        async for chunk in stream:
+            if chunk.usage is not None:
+                tokens_in, tokens_out = chunk.usage.prompt_tokens, chunk.usage.completion_tokens
+            for choice in chunk.choices:
+                delta = choice.delta
+                if delta.content:
+                    text.append(delta.content)
+                    on_token(delta.content)
+                for tc in delta.tool_calls or ():
+                    call = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                    if tc.id:
+                        call["id"] = tc.id
+                    if tc.function and tc.function.name:
+                        call["name"] += tc.function.name
+                    if tc.function and tc.function.arguments:
+                        call["arguments"] += tc.function.arguments
+        return ModelReply(
+            "".join(text),
+            [
+                ToolCallRequest(c["id"], c["name"], _loads(c["arguments"]))
+                for _, c in sorted(calls.items())
+            ],
+            tokens_in,
+            tokens_out,
+        )
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class AnthropicMessages(Provider):
+    """Anthropic Messages."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_tokens: int = 4096,
+    ):
+        import anthropic
+
+        super().__init__(model)
+        self.max_tokens = max_tokens
+        self.client = anthropic.AsyncAnthropic(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "unset",
+            max_retries=0,
+        )
+
+    @staticmethod
+    def to_anthropic(messages: list[Message]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for m in messages:
+            if m["role"] == "assistant":
+                blocks: list[dict[str, Any]] = []
+                if m["content"]:
+                    blocks.append({"type": "text", "text": m["content"]})
+                blocks += [
+                    {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
+                    for c in m["tool_calls"]
+                ]
+                out.append({"role": "assistant", "content": blocks})
+            elif m["role"] == "tool":
+                block = {
+                    "type": "tool_result",
+                    "tool_use_id": m["tool_call_id"],
+                    "content": m["content"],
+                    "is_error": bool(m.get("is_error")),
+                }
+                # Consecutive tool results travel in one user message.
+                if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
+                    out[-1]["content"].append(block)
+                else:
+                    out.append({"role": "user", "content": [block]})
+            else:
+                out.append({"role": "user", "content": m["content"]})
+        return out
+
+    async def complete(
+        self, system: str, messages: list[Message], tools: list[ToolSpec], on_token: OnToken
+    ) -> ModelReply:
+        kwargs: dict[str, Any] = {}
+        if system:
+            kwargs["system"] = system
+        if tools:
+            kwargs["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.schema}
+                for t in tools
+            ]
+        async with self.client.messages.stream(
+            model=self.model,
+            max_tokens=self.max_tokens,
+            messages=self.to_anthropic(messages),  # type: ignore[arg-type]
+            **kwargs,
+        ) as stream:
+            async for event in stream:
+                if event.type == "text":
+                    on_token(event.text)
+            final = await stream.get_final_message()
+        text = "".join(b.text for b in final.content if b.type == "text")
+        calls = [
+            ToolCallRequest(b.id, b.name, b.input) for b in final.content if b.type == "tool_use"
+        ]
+        return ModelReply(text, calls, final.usage.input_tokens, final.usage.output_tokens)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def provider_for(spec: str, *, base_url: str | None = None, api_key: str | None = None) -> Provider:
+    """`openai:gpt-4.1`, `anthropic:claude-sonnet-4`; `base_url` for compatible endpoints."""
+    name, sep, model = spec.partition(":")
+    if not sep or not model:
+        raise ValueError(f"model {spec!r}: write it as provider:model, e.g. 'openai:gpt-4.1'")
+    if name == "openai":
+        return OpenAIChat(model, base_url=base_url, api_key=api_key)
+    if name == "anthropic":
+        return AnthropicMessages(model, base_url=base_url, api_key=api_key)
+    raise ValueError(f"model {spec!r}: unknown provider {name!r} (use openai or anthropic)")
