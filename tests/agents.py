@@ -27,7 +27,9 @@ fanout = Registry("test.fanout", entry="start")
 async def start(ctx: Context, node: Node) -> NodeResult:
     EXECUTIONS[ctx.idempotency_key] += 1
     n = node.input["width"]
-    spawn = [Spawn("work", {"i": i, "delay": node.input.get("delay", 0)}, key=f"w{i}") for i in range(n)]
+    spawn = [
+        Spawn("work", {"i": i, "delay": node.input.get("delay", 0)}, key=f"w{i}") for i in range(n)
+    ]
     spawn.append(Spawn("join", None, key="join", after=[f"w{i}" for i in range(n)]))
     return NodeResult({"width": n}, spawn=spawn)
 

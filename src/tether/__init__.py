@@ -62,6 +62,7 @@ __all__ = [
     "UnknownAgent",
     "UnknownNodeKind",
     "UnknownRun",
+    "Usage",
     "resolve_agent",
     "store_from_url",
 ]
