@@ -79,10 +79,16 @@ async def collect_garbage(
     *,
     grace: float = DEFAULT_GRACE_S,
     dry_run: bool = False,
+    now: float | None = None,
 ) -> GcReport:
-    """Delete blobs that no record of any run points to and that are older than `grace`."""
+    """Delete blobs that no record of any run points to and that are older than `grace`.
+
+    `now` (default: the clock) is when the scan starts; tests pass a later one instead
+    of waiting for blobs to age.
+    """
     # Taken before reading any log: a blob put after this instant is never deleted.
-    cutoff = time.time() - max(grace, 0.0) - CLOCK_SLACK_S
+    start = time.time() if now is None else now
+    cutoff = start - max(grace, 0.0) - CLOCK_SLACK_S
     runs, referenced = await referenced_blobs(store, blobs)
     deleted = freed = kept = kept_bytes = 0
     async for info in blobs.list():
