@@ -203,7 +203,7 @@ async def test_a_record_over_the_cap_is_refused_with_advice(store: Store) -> Non
     outcome = await Runtime(store, record_cap=16 * 1024).start(flaky, {"kinds": ["huge"]})
     assert outcome.status is Status.FAILED
     assert "RecordTooLarge" in outcome.reason
-    assert "put large outputs in a blob" in outcome.reason
+    assert "keep bytes in a blob" in outcome.reason
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,8 @@ from typing import Any
 
 from rich.console import Console
 
+from tether.blobs import BlobStore
+from tether.blobs.factory import default_blob_url, open_blob_store
 from tether.core import Budget
 from tether.errors import TetherError
 from tether.executor import Outcome
@@ -63,6 +65,11 @@ async def _with_store(url: str | None, fn: Callable[[Store], Awaitable[int]]) ->
         return await fn(store)
 
 
+def _open_blobs(store: Store, args: argparse.Namespace) -> BlobStore:
+    """`--blobs`, else `TETHER_BLOB_URL`, else a directory beside the SQLite file."""
+    return open_blob_store(args.blobs or default_blob_url(store.url))
+
+
 def _drain_on_signals(runtime: Runtime) -> None:
     # A signal handler only sets the drain flag; the executor decides what to do with it.
     loop = asyncio.get_running_loop()
@@ -88,11 +95,18 @@ def _kill_after(runtime: Runtime, n: int) -> None:
 async def _execute(
     store: Store, args: argparse.Namespace, go: Callable[[Runtime], Awaitable[Outcome]]
 ) -> int:
+    async with _open_blobs(store, args) as blobs:
+        return await _execute_with(Runtime(store, grace=args.grace, blobs=blobs), args, go)
+
+
+async def _execute_with(
+    runtime: Runtime, args: argparse.Namespace, go: Callable[[Runtime], Awaitable[Outcome]]
+) -> int:
     from rich.live import Live
 
     from tether.display import Progress, budget_line, graph_tree
 
-    runtime = Runtime(store, grace=args.grace)
+    store = runtime.store
     _drain_on_signals(runtime)
     if getattr(args, "stop_after", None):
         _kill_after(runtime, args.stop_after)
@@ -195,6 +209,38 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_blobs_gc(store: Store, args: argparse.Namespace) -> int:
+    from tether.blobs.gc import collect_garbage
+
+    async with _open_blobs(store, args) as blobs:
+        report = await collect_garbage(store, blobs, grace=args.grace, dry_run=args.dry_run)
+    verb = "would free" if report.dry_run else "freed"
+    console.print(
+        f"{blobs.root_url}: scanned {report.runs} runs, {report.referenced} referenced blobs; "
+        f"{verb} {report.deleted} blobs ({report.freed_bytes} bytes); "
+        f"kept {report.kept} ({report.kept_bytes} bytes)"
+        + (f"; removed {report.temps_removed} stale temp files" if report.temps_removed else "")
+    )
+    return 0
+
+
+async def cmd_blobs_verify(store: Store, args: argparse.Namespace) -> int:
+    from tether.blobs.verify import verify_run
+
+    async with _open_blobs(store, args) as blobs:
+        report = await verify_run(store, blobs, args.run_id)
+    for bad in report.bad:
+        console.print(
+            f"[red]bad[/] {bad.ref.url} ({bad.where}, record seq {bad.seq}): {bad.problem}",
+            soft_wrap=True,
+        )
+    console.print(
+        f"run {report.run_id}: checked {report.checked} blobs ({report.checked_bytes} bytes), "
+        + ("all intact" if report.ok else f"{len(report.bad)} bad")
+    )
+    return 0 if report.ok else 1
+
+
 async def cmd_migrate(args: argparse.Namespace) -> int:
     applied = await migrate_url(args.db)
     where = (args.db or default_url()).split("@")[-1]
@@ -206,6 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tether", description="A durable runtime for LLM agents.")
     parser.add_argument(
         "--db", help="store URL (default: $TETHER_DATABASE_URL or sqlite in ./.tether)"
+    )
+    parser.add_argument(
+        "--blobs",
+        help="blob store URL: s3://bucket/prefix or a directory "
+        "(default: $TETHER_BLOB_URL or ./blobs beside the SQLite file)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -238,6 +289,22 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="stable JSON (see README)")
     show.add_argument("--outputs", action="store_true", help="include node outputs in --json")
     show.set_defaults(fn=cmd_show)
+
+    blobs = sub.add_parser("blobs", help="the blob store: garbage collection, checks")
+    blobs_sub = blobs.add_subparsers(dest="blobs_command", required=True)
+    gc = blobs_sub.add_parser("gc", help="delete blobs that no record points to")
+    gc.add_argument(
+        "--grace",
+        type=float,
+        default=3600.0,
+        help="keep unreferenced blobs younger than this many seconds (in-flight nodes); "
+        "default 3600, must exceed your longest node",
+    )
+    gc.add_argument("--dry-run", action="store_true", help="report what would be freed")
+    gc.set_defaults(fn=cmd_blobs_gc)
+    verify = blobs_sub.add_parser("verify", help="check every blob a run points to")
+    verify.add_argument("run_id")
+    verify.set_defaults(fn=cmd_blobs_verify)
 
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)

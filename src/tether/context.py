@@ -1,10 +1,13 @@
-"""What a handler can reach while it runs: inputs, parents' outputs, keys, sub-agents."""
+"""What a handler can reach while it runs: inputs, parents' outputs, blobs, keys, sub-agents."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING, Any
 
+from tether.blobs import BlobError, BlobReader, BlobRef, BlobStore
 from tether.core import Budget, Node, Usage
+from tether.values import ref_of
 
 if TYPE_CHECKING:
     from tether.executor import RunExecutor
@@ -18,6 +21,8 @@ class Context:
         self._run = run
         self.node = node
         self.usage = Usage()
+        # Blobs attached by this attempt; listed in the node's record when it completes.
+        self.attachments: list[BlobRef] = []
 
     @property
     def run_id(self) -> str:
@@ -56,6 +61,51 @@ class Context:
     async def parent_outputs(self) -> dict[str, Any]:
         """The outputs of this node's parents, by node id."""
         return {p: await self.output_of(p) for p in self.node.parent_ids}
+
+    # -- blobs -------------------------------------------------------------------
+
+    @property
+    def blobs(self) -> BlobStore:
+        """The run's blob store (BlobError if the runtime has none)."""
+        blobs = self._run.runtime.blobs
+        if blobs is None:
+            raise BlobError(
+                f"node {self.node_id} of run {self.run_id} needs a blob store and none is "
+                "configured: pass Runtime(blobs=...), or set TETHER_BLOB_URL / --blobs"
+            )
+        return blobs
+
+    async def attach(
+        self,
+        data: bytes | AsyncIterable[bytes],
+        media_type: str = "application/octet-stream",
+    ) -> BlobRef:
+        """Store a file (bytes, or an async stream of chunks) and list it in this node's record.
+
+        The blob is durable when this returns, before the record that points to it is
+        appended. If the node is not recorded (crash, failed attempt), the blob is an
+        orphan that `tether blobs gc` removes; a re-run of the node stores it again.
+        """
+        ref = await self.blobs.put(data, media_type)
+        self.attachments.append(ref)
+        return ref
+
+    def attachments_of(self, node_id: str) -> list[BlobRef]:
+        """The blobs a completed node of this run attached."""
+        state = self._run.graph.nodes.get(node_id)
+        if state is None or state.completed is None:
+            raise KeyError(f"node {node_id} of run {self.run_id} is not recorded")
+        return [ref_of(b) for b in state.completed.blobs]
+
+    async def read_blob(self, ref: BlobRef) -> bytes:
+        """A whole blob, checked against the ref's size and sha256."""
+        return await self.blobs.get(ref)
+
+    def open_blob(self, ref: BlobRef) -> BlobReader:
+        """Stream a blob's chunks (`async with ctx.open_blob(ref) as chunks: ...`)."""
+        return self.blobs.open(ref)
+
+    # -- graph -------------------------------------------------------------------
 
     def ancestors(self) -> list[str]:
         """Recorded ancestors of this node, oldest first (each once)."""

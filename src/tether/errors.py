@@ -82,7 +82,9 @@ class RecordTooLarge(TetherError):
     def __init__(self, run_id: str, node_id: str, size: int, cap: int) -> None:
         super().__init__(
             f"run {run_id}: the record of node {node_id} is {size} bytes, over the "
-            f"{cap}-byte cap; put large outputs in a blob (ctx.attach) instead"
+            f"{cap}-byte cap; keep bytes in a blob: configure a blob store (Runtime(blobs=...), "
+            "TETHER_BLOB_URL or --blobs) so large values are offloaded, or store files with "
+            "ctx.attach"
         )
         self.size = size
         self.cap = cap

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether.blobs import BlobError, BlobNotFound, BlobRef
 from tether.context import Context
 from tether.core import Node, NodeResult, Spawn
 from tether.errors import (
@@ -38,6 +39,7 @@ from tether.records import (
     now_us,
 )
 from tether.store.base import Status
+from tether.values import pb_of
 
 if TYPE_CHECKING:
     from tether.registry import HandlerSpec, Registry
@@ -117,8 +119,8 @@ class RunExecutor:
                 for task in done:
                     if task is drain_wait:
                         continue
-                    tasks.pop(task)
-                    batch.extend(self._collect(task))
+                    nid = tasks.pop(task)
+                    batch.extend(self._collect(task, nid))
                 if batch:
                     queue.extend(await self._commit(batch))
         finally:
@@ -127,7 +129,7 @@ class RunExecutor:
                 await _cancel_all(tasks)
         return await self._finish()
 
-    def _collect(self, task: asyncio.Future[Any]) -> list[tuple[Record, bytes]]:
+    def _collect(self, task: asyncio.Future[Any], node_id: str) -> list[tuple[Record, bytes]]:
         exc = task.exception()
         if exc is None:
             records: list[tuple[Record, bytes]] = task.result()
@@ -136,6 +138,11 @@ class RunExecutor:
             self._pause = self._pause or str(exc)
             return []
         if isinstance(exc, _Abandoned):
+            return []
+        if isinstance(exc, BlobError):
+            # A recorded value cannot be read, or a blob cannot be written: the node stays
+            # unrecorded and the run pauses, to resume once the blob store is repaired.
+            self._pause = self._pause or f"node {node_id}: {type(exc).__name__}: {exc}"
             return []
         raise exc
 
@@ -197,7 +204,6 @@ class RunExecutor:
                 out = g.nodes[g.result_node].completed
                 assert out is not None
                 finished.result.CopyFrom(out.output)
-                result = await self.codec.decode_cached(g.result_node, out.output)
             record = Record(at_us=now_us(), run_finished=finished)
         elif rt.draining.is_set() or self._pause:
             status = Status.PAUSED
@@ -218,6 +224,11 @@ class RunExecutor:
         g.apply(record, checked=True)
         rt.events.record(g.run_id, seq, record)
         await rt.store.runs.set_status(g.run_id, status, reason=g.reason or None)
+        if status is Status.SUCCEEDED and g.result_node is not None:
+            # Read after the finish is recorded: an unreadable result blob loses nothing.
+            out = g.nodes[g.result_node].completed
+            assert out is not None
+            result = await self.codec.decode_cached(g.result_node, out.output)
         return Outcome(g.run_id, status, result, g.reason, g)
 
     # -- one node --------------------------------------------------------------
@@ -241,7 +252,7 @@ class RunExecutor:
             try:
                 out = await _call(handler, ctx, node)
                 return [await self._completed_record(spec, ctx, out, attempt, started_us, t0)]
-            except ChildPaused:
+            except (ChildPaused, BlobError):
                 raise
             except Exception as exc:
                 retryable = isinstance(exc, handler.retry.retry_on) and not isinstance(
@@ -265,7 +276,7 @@ class RunExecutor:
                     done = await self._completed_record(
                         spec, ctx, out, attempt, started_us, t0, fallback=True
                     )
-                except ChildPaused:
+                except (ChildPaused, BlobError):
                     raise
                 except Exception as fb_exc:
                     log.warning(
@@ -317,8 +328,8 @@ class RunExecutor:
         nc.output.CopyFrom(await self.codec.encode(result.output))
         for s in await self._specs(spec.node_id, result.spawn):
             nc.spawned.append(s)
-        for ref in result.blobs:
-            nc.blobs.add(url=ref.url, size=ref.size, sha256=ref.sha256, media_type=ref.media_type)
+        for ref in await self._blob_refs(ctx, result.blobs):
+            nc.blobs.append(pb_of(ref))
         record = Record(at_us=nc.finished_at_us, node_completed=nc)
         try:
             self.graph.check(record)
@@ -330,6 +341,23 @@ class RunExecutor:
                 self.graph.run_id, spec.node_id, len(data), self.runtime.record_cap
             )
         return record, data
+
+    async def _blob_refs(self, ctx: Context, returned: Sequence[BlobRef]) -> list[BlobRef]:
+        """The node's attachments plus the refs it returned, each once, all in our store."""
+        refs = list(dict.fromkeys(ctx.attachments))
+        listed = set(refs)
+        for ref in returned:
+            if ref in listed:
+                continue
+            # Not put by this attempt: check it is ours and stored, so the record never
+            # points to a foreign ref (BlobRefRefused) or to missing bytes.
+            if not await ctx.blobs.exists(ref):
+                raise BlobNotFound(
+                    f"node {ctx.node_id} returned blob {ref.url}, which is not stored"
+                )
+            listed.add(ref)
+            refs.append(ref)
+        return refs
 
     async def _specs(self, node_id: str, spawns: Sequence[Spawn]) -> list[NodeSpec]:
         keys = [s.key if s.key is not None else str(i) for i, s in enumerate(spawns)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -53,6 +53,34 @@ def inline_json(value: pb.Value) -> Any:
     if value.WhichOneof("kind") == "json":
         return json.loads(value.json) if value.json else None
     return None
+
+
+def blob_refs(record: pb.Record) -> Iterator[tuple[str, pb.BlobRef]]:
+    """Every blob a record points to, with where it sits (for gc and verify).
+
+    Covers the run input and roots, node outputs, successors' inputs, attached blobs and
+    the run result: a new Value field in the schema must be added here too.
+    """
+    body = record.WhichOneof("body")
+    if body == "run_started":
+        rs = record.run_started
+        yield from _value_ref("run input", rs.input)
+        for spec in rs.roots:
+            yield from _value_ref(f"input of root {spec.node_id}", spec.input)
+    elif body == "node_completed":
+        nc = record.node_completed
+        yield from _value_ref(f"output of node {nc.node_id}", nc.output)
+        for spec in nc.spawned:
+            yield from _value_ref(f"input of node {spec.node_id}", spec.input)
+        for ref in nc.blobs:
+            yield f"attachment of node {nc.node_id}", ref
+    elif body == "run_finished":
+        yield from _value_ref("run result", record.run_finished.result)
+
+
+def _value_ref(where: str, value: pb.Value) -> Iterator[tuple[str, pb.BlobRef]]:
+    if value.WhichOneof("kind") == "blob":
+        yield where, value.blob
 
 
 def _frame(body: bytes) -> bytes:

@@ -8,6 +8,7 @@ import os
 import socket
 from typing import Any
 
+from tether.blobs import BlobStore
 from tether.core import Budget, Usage
 from tether.errors import (
     ChildFailed,
@@ -35,7 +36,7 @@ from tether.records import (
 )
 from tether.registry import Registry, resolve_agent
 from tether.store.base import RunInfo, Status, Store
-from tether.values import ValueCodec
+from tether.values import DEFAULT_OFFLOAD_THRESHOLD, ValueCodec
 
 DEFAULT_RECORD_CAP = 64 * 1024
 
@@ -52,7 +53,12 @@ def limits_of(budget: Budget | None) -> BudgetLimits:
 
 
 class Runtime:
-    """Runs agents on a store. One per process is typical; it is cheap."""
+    """Runs agents on a store. One per process is typical; it is cheap.
+
+    With `blobs`, values (node outputs, successor and run inputs) whose JSON is over
+    `offload_threshold` bytes go to the blob store and records keep only their refs, and
+    handlers can `ctx.attach` files. The caller owns (and closes) both stores.
+    """
 
     def __init__(
         self,
@@ -63,8 +69,12 @@ class Runtime:
         record_cap: int = DEFAULT_RECORD_CAP,
         store_retry_s: float = 120.0,
         owner: str | None = None,
+        blobs: BlobStore | None = None,
+        offload_threshold: int = DEFAULT_OFFLOAD_THRESHOLD,
     ) -> None:
         self.store = store
+        self.blobs = blobs
+        self.offload_threshold = offload_threshold
         self.concurrency = concurrency
         self.grace = grace
         self.record_cap = record_cap
@@ -74,7 +84,7 @@ class Runtime:
         self.draining = asyncio.Event()
 
     def new_codec(self) -> ValueCodec:
-        return ValueCodec()
+        return ValueCodec(self.blobs, threshold=self.offload_threshold)
 
     def drain(self) -> None:
         """Stop launching nodes everywhere; in-flight ones finish and are recorded, runs pause."""

@@ -1,21 +1,49 @@
-"""Turning handler values into record Values and back; the one place offloading will hook in."""
+"""Turning handler values into record Values and back: large ones live in the blob store."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from tether.records import Value, dump_json
+from tether.blobs import BlobError, BlobRef, BlobStore
+from tether.records import BlobRefPb, Value, dump_json
+
+# Values whose JSON is larger than this go to the blob store; the record keeps the ref.
+DEFAULT_OFFLOAD_THRESHOLD = 4 * 1024
+JSON_MEDIA_TYPE = "application/json"
+
+
+def ref_of(pb: BlobRefPb) -> BlobRef:
+    """The BlobRef a record's BlobRef message describes."""
+    return BlobRef(url=pb.url, size=pb.size, sha256=pb.sha256, media_type=pb.media_type)
+
+
+def pb_of(ref: BlobRef) -> BlobRefPb:
+    """The record message for a BlobRef."""
+    return BlobRefPb(url=ref.url, size=ref.size, sha256=ref.sha256, media_type=ref.media_type)
 
 
 class ValueCodec:
-    """Encodes values as inline JSON; decodes inline values and caches them by node."""
+    """Encodes values as inline JSON, or as a blob ref when large; decodes and caches by key.
 
-    def __init__(self) -> None:
+    A blob is durable when `encode` returns (the store's put is), so a record built from
+    the Value never points to bytes that a crash could lose.
+    """
+
+    def __init__(
+        self, blobs: BlobStore | None = None, *, threshold: int = DEFAULT_OFFLOAD_THRESHOLD
+    ) -> None:
+        self.blobs = blobs
+        self.threshold = threshold
         self._cache: dict[str, Any] = {}
 
     async def encode(self, obj: Any) -> Value:
-        return Value(json=dump_json(obj))
+        data = dump_json(obj)
+        # Without a blob store a large value stays inline and the record cap reports it.
+        if self.blobs is None or len(data) <= self.threshold:
+            return Value(json=data)
+        ref = await self.blobs.put(data, JSON_MEDIA_TYPE)
+        return Value(blob=pb_of(ref))
 
     async def decode(self, value: Value) -> Any:
         kind = value.WhichOneof("kind")
@@ -23,7 +51,18 @@ class ValueCodec:
             return json.loads(value.json)
         if kind is None:
             return None
-        raise ValueError(f"value kind {kind!r} needs a blob store, and none is configured")
+        if kind == "blob":
+            ref = ref_of(value.blob)
+            if self.blobs is None:
+                raise BlobError(
+                    f"value is stored in blob {ref.url}, but no blob store is configured: "
+                    "pass Runtime(blobs=...), or set TETHER_BLOB_URL / --blobs to the store "
+                    "the run was written with"
+                )
+            # get() resolves the url against this store first: a foreign ref is refused
+            # before anything is fetched, and the bytes are checked against size and sha256.
+            return json.loads(await self.blobs.get(ref))
+        raise ValueError(f"value kind {kind!r} is not known to this version of tether")
 
     async def decode_cached(self, key: str, value: Value) -> Any:
         """Decode once per key (node outputs are read by every descendant that asks)."""

@@ -1,80 +1,20 @@
-"""Fixtures: a real S3-speaking server (moto) on loopback, and both blob store backends."""
+"""Fixtures: both blob store backends, with raw access to their storage for tampering.
+
+The moto S3 server fixtures (`s3_endpoint`, `s3_client`, `s3_bucket`) are in tests/conftest.py.
+"""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
+from tests.s3server import make_s3_store
 from tether.blobs import BlobStore, LocalBlobStore
 from tether.blobs.base import fanout
-
-S3_KEY = "testing"
-S3_REGION = "us-east-1"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """Endpoint url of a moto S3 server run as a subprocess on 127.0.0.1 (one per session)."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    # Ready when it answers a request, not after a fixed sleep.
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"moto server on {endpoint} did not start") from None
-            time.sleep(0.05)
-    try:
-        yield endpoint
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-@pytest.fixture(scope="session")
-def s3_client(s3_endpoint: str) -> Any:
-    """A plain boto3 client on the moto server, to inspect and tamper with objects."""
-    return boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        aws_access_key_id=S3_KEY,
-        aws_secret_access_key=S3_KEY,
-        region_name=S3_REGION,
-    )
-
-
-@pytest.fixture
-def s3_bucket(s3_client: Any) -> str:
-    """A fresh, empty bucket."""
-    name = f"b-{uuid.uuid4().hex[:16]}"
-    s3_client.create_bucket(Bucket=name)
-    return name
 
 
 @dataclass
@@ -130,19 +70,6 @@ class S3Raw(RawStorage):
         # An unfinished multipart upload is hidden storage too.
         uploads = self.client.list_multipart_uploads(Bucket=self.bucket).get("Uploads", [])
         return sorted(keys + [f"upload:{u['Key']}" for u in uploads])
-
-
-def make_s3_store(endpoint: str, bucket: str, prefix: str = "blobs") -> BlobStore:
-    from tether.blobs.s3 import S3BlobStore
-
-    return S3BlobStore(
-        bucket,
-        prefix,
-        endpoint=endpoint,
-        region=S3_REGION,
-        access_key_id=S3_KEY,
-        secret_access_key=S3_KEY,
-    )
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -75,3 +75,16 @@ async def test_s3_from_environment(
 def test_bad_store_urls(url: str, message: str) -> None:
     with pytest.raises(BlobError, match=message):
         open_blob_store(url)
+
+
+def test_default_blob_url_is_the_env_else_beside_the_sqlite_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.blobs.factory import default_blob_url
+
+    monkeypatch.delenv("TETHER_BLOB_URL", raising=False)
+    monkeypatch.setenv("TETHER_DATA_DIR", str(tmp_path / "data"))
+    assert default_blob_url(f"sqlite:///{tmp_path}/x/run.db") == str(tmp_path / "x" / "blobs")
+    assert default_blob_url("postgresql://db/tether") == str(tmp_path / "data" / "blobs")
+    monkeypatch.setenv("TETHER_BLOB_URL", "s3://bucket/prefix")
+    assert default_blob_url(f"sqlite:///{tmp_path}/x/run.db") == "s3://bucket/prefix"

@@ -1,4 +1,4 @@
-"""An LLM agent as a graph: a model turn is a node, each tool call a successor, the next turn a join."""
+"""An LLM agent as a graph: a model turn is a node, each tool call a successor, the next a join."""
 
 from __future__ import annotations
 
@@ -154,7 +154,9 @@ class Agent:
         tool = self.tools.get(call["name"])
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
-            return self._result(call, f"error: there is no tool {call['name']!r} (tools: {known})", is_error=True)
+            return self._result(
+                call, f"error: there is no tool {call['name']!r} (tools: {known})", is_error=True
+            )
         try:
             arguments = tool.validate(call["arguments"])
         except ToolArgumentsError as exc:
@@ -173,7 +175,9 @@ class Agent:
         sub = self.subagents[call["name"]]
         task = call["arguments"].get("task") if isinstance(call["arguments"], dict) else None
         if not isinstance(task, str):
-            return self._result(call, "error: a sub-agent call needs a string `task`", is_error=True)
+            return self._result(
+                call, "error: a sub-agent call needs a string `task`", is_error=True
+            )
         answer = await ctx.run_child(sub.registry, {"prompt": task}, budget=sub.budget)
         return self._result(call, answer["content"])
 

@@ -23,7 +23,7 @@ def register_price(model: str, input_per_mtok: float, output_per_mtok: float) ->
 
 
 def cost_of(model: str, tokens_in: int, tokens_out: int) -> float:
-    """USD for one call; the longest matching prefix wins (so dated snapshots match); 0 if unknown."""
+    """USD for one call; the longest matching prefix wins (dated snapshots match); 0 if unknown."""
     name = model.split(":", 1)[-1] if model.startswith(("openai:", "anthropic:")) else model
     best = max((k for k in PRICES if name.startswith(k)), key=len, default=None)
     if best is None:

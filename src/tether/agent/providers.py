@@ -75,22 +75,27 @@ class OpenAIChat(Provider):
     async def complete(
         self, system: str, messages: list[Message], tools: list[ToolSpec], on_token: OnToken
     ) -> ModelReply:
-        kwargs: dict[str, Any] = {}
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.to_openai(system, messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if tools:
-            kwargs["tools"] = [
+            params["tools"] = [
                 {
                     "type": "function",
-                    "function": {"name": t.name, "description": t.description, "parameters": t.schema},
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.schema,
+                    },
                 }
                 for t in tools
             ]
-        stream = await self.client.chat.completions.create(
-            model=self.model,
-            messages=self.to_openai(system, messages),  # type: ignore[arg-type]
-            stream=True,
-            stream_options={"include_usage": True},
-            **kwargs,
-        )
+        # Built as a dict: the SDK's overloads cannot type a stream flag chosen at run time.
+        create: Any = self.client.chat.completions.create
+        stream = await create(**params)
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         tokens_in = tokens_out = 0
@@ -177,20 +182,19 @@ class AnthropicMessages(Provider):
     async def complete(
         self, system: str, messages: list[Message], tools: list[ToolSpec], on_token: OnToken
     ) -> ModelReply:
-        kwargs: dict[str, Any] = {}
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": self.to_anthropic(messages),
+        }
         if system:
-            kwargs["system"] = system
+            params["system"] = system
         if tools:
-            kwargs["tools"] = [
+            params["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.schema}
                 for t in tools
             ]
-        async with self.client.messages.stream(
-            model=self.model,
-            max_tokens=self.max_tokens,
-            messages=self.to_anthropic(messages),  # type: ignore[arg-type]
-            **kwargs,
-        ) as stream:
+        async with self.client.messages.stream(**params) as stream:
             async for event in stream:
                 if event.type == "text":
                     on_token(event.text)

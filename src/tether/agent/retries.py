@@ -1,4 +1,4 @@
-"""Provider errors: retry rate limits, 5xx and cut connections with backoff that honours Retry-After."""
+"""Provider errors: retry rate limits, 5xx and cut streams with backoff honouring Retry-After."""
 
 from __future__ import annotations
 
@@ -73,12 +73,20 @@ async def with_retries(
             message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
             if not retryable:
                 status, _ = _status_and_headers(exc)
-                raise ModelError(f"model call failed ({status or type(exc).__name__}): {message}") from exc
+                raise ModelError(
+                    f"model call failed ({status or type(exc).__name__}): {message}"
+                ) from exc
             if attempt == attempts:
-                raise ModelUnavailable(f"model call failed {attempts} times; last: {message}") from exc
+                raise ModelUnavailable(
+                    f"model call failed {attempts} times; last: {message}"
+                ) from exc
             delay = wait if wait is not None else min(max_backoff, backoff * 2 ** (attempt - 1))
-            log.info("model call attempt %d failed (%s); retrying in %.2fs", attempt, message, delay)
+            log.info(
+                "model call attempt %d failed (%s); retrying in %.2fs", attempt, message, delay
+            )
             if on_retry is not None:
-                on_retry({"type": "model_retry", "attempt": attempt, "delay": delay, "error": message})
+                on_retry(
+                    {"type": "model_retry", "attempt": attempt, "delay": delay, "error": message}
+                )
             await asyncio.sleep(delay)
     raise AssertionError("unreachable")

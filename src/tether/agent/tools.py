@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
 import pydantic
@@ -27,7 +27,7 @@ class Tool:
     fn: Callable[..., Awaitable[Any]]
     arguments: type[pydantic.BaseModel]
     takes_ctx: bool = False
-    retry: Retry = Retry()
+    retry: Retry = field(default_factory=Retry)
 
     @classmethod
     def of(
@@ -52,7 +52,7 @@ class Tool:
                 raise TypeError(f"tool {fn.__name__!r}: *args/**kwargs cannot be described")
             default = ... if param.default is param.empty else param.default
             fields[pname] = (annotation, default)
-        model = pydantic.create_model(  # type: ignore[call-overload]
+        model = pydantic.create_model(
             f"{fn.__name__}_arguments",
             __config__=pydantic.ConfigDict(extra="forbid"),
             **fields,

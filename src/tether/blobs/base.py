@@ -174,7 +174,8 @@ class BlobStore(ABC):
             raw = bytes(data)
             sha256 = await sha256_of(raw)
             # A stored copy of the wrong size is damaged: writing it again repairs it.
-            if await self._stored_size(sha256) != len(raw):
+            # A copy that vanished before it could be touched (gc) is written again too.
+            if await self._stored_size(sha256) != len(raw) or not await self._touch(sha256):
                 await self._put_bytes(sha256, raw)
             size = len(raw)
         else:
@@ -231,6 +232,15 @@ class BlobStore(ABC):
 
     @abstractmethod
     async def _put_bytes(self, sha256: str, data: bytes) -> None: ...
+
+    async def _touch(self, sha256: str) -> bool:
+        """Mark an already stored blob as just put; False if it is gone.
+
+        gc spares blobs younger than its grace period; a re-put of an old orphan (the same
+        bytes) is about to be referenced again, so it must look young. S3 cannot change an
+        object's Last-Modified without rewriting it, so there this is a no-op.
+        """
+        return True
 
     @abstractmethod
     async def _put_stream(self, chunks: AsyncIterable[bytes]) -> tuple[str, int]:

@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tether.blobs.base import BlobStore
 from tether.blobs.errors import BlobError
 from tether.blobs.local import LocalBlobStore
+
+BLOB_URL_ENV = "TETHER_BLOB_URL"
+
+
+def default_blob_url(db_url: str) -> str:
+    """`TETHER_BLOB_URL`, else a `blobs` directory beside the SQLite file (or in the data dir).
+
+    With the default database that is `<data dir>/blobs`. A PostgreSQL database has no
+    directory to sit beside, so its local default is the data dir too; production sets
+    an `s3://` url instead, shared by every replica.
+    """
+    if url := os.environ.get(BLOB_URL_ENV):
+        return url
+    if db_url.startswith("sqlite:///"):
+        return str(Path(db_url.removeprefix("sqlite:///")).parent / "blobs")
+    # Imported here: the store package is not needed to open a blob store by url.
+    from tether.store import data_dir
+
+    return str(data_dir() / "blobs")
 
 
 def open_blob_store(url: str) -> BlobStore:

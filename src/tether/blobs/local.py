@@ -108,7 +108,7 @@ class LocalBlobStore(BlobStore):
         """Rename a synced temp file onto the blob's name, unless the blob is already there."""
         final = self.path_for(sha256)
         # A stored copy of the wrong size is damaged and gets replaced.
-        if _file_size(final) == size:
+        if _file_size(final) == size and _touch(final):
             return
         parent = final.parent
         if not parent.is_dir():
@@ -130,6 +130,9 @@ class LocalBlobStore(BlobStore):
                 yield chunk
         finally:
             await asyncio.to_thread(f.close)
+
+    async def _touch(self, sha256: str) -> bool:
+        return await asyncio.to_thread(_touch, self.path_for(sha256))
 
     async def _delete(self, sha256: str) -> None:
         await asyncio.to_thread(self.path_for(sha256).unlink, True)
@@ -157,6 +160,15 @@ def _file_size(path: Path) -> int | None:
         return path.stat().st_size
     except FileNotFoundError:
         return None
+
+
+def _touch(path: Path) -> bool:
+    """Set mtime (gc's idea of age) to now; False if the file is gone."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _hash_and_write(f: BinaryIO, hasher: hashlib._Hash, chunks: list[bytes]) -> None:
