@@ -45,6 +45,15 @@ def store_from_url(url: str | None = None) -> Store:
     )
 
 
+async def migrate_url(url: str | None = None) -> list[str]:
+    """Bring the store at `url` to the current schema (`tether db migrate`); return what ran."""
+    store = store_from_url(url)
+    try:
+        return await store.migrate()
+    finally:
+        await store.close()
+
+
 __all__ = [
     "LogStore",
     "RunInfo",
@@ -53,5 +62,6 @@ __all__ = [
     "Store",
     "data_dir",
     "default_url",
+    "migrate_url",
     "store_from_url",
 ]

@@ -101,7 +101,11 @@ class Store(ABC):
 
     @abstractmethod
     async def migrate(self) -> list[str]:
-        """Apply pending migrations; return the names of those applied."""
+        """Apply pending migrations; return the names of those applied.
+
+        Callable before open() (as `tether db migrate` does); close() then releases
+        whatever it connected.
+        """
 
     async def __aenter__(self) -> Store:
         await self.open()

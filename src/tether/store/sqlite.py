@@ -27,6 +27,8 @@ class _Db:
         self._conn: sqlite3.Connection | None = None
 
     def _connect(self) -> None:
+        if self._conn is not None:  # migrate() before open() connected already
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
         conn.execute("PRAGMA journal_mode=WAL")
@@ -193,6 +195,9 @@ class SqliteStore(Store):
         await self._db.close()
 
     async def migrate(self) -> list[str]:
+        if self._db._conn is None:  # called before open(), as by `tether db migrate`
+            await self._db.open()
+
         def work(conn: sqlite3.Connection) -> list[str]:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("

@@ -1,0 +1,117 @@
+"""The PostgreSQL connection boundary: the pool, and driver errors turned into tether's."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from tether.errors import StoreError, StoreUnavailable
+
+# SQLSTATEs that mean the server went away or is not accepting us yet: a retry on a
+# fresh connection may succeed (admin_shutdown is what pg_terminate_backend sends).
+_UNAVAILABLE_STATES = {"57P01", "57P02", "57P03"}
+
+# Pool options read from the URL's query string; the rest of the query goes to the server.
+POOL_OPTIONS = ("min_size", "max_size")
+
+
+def split_url(url: str) -> tuple[str, dict[str, int]]:
+    """Return the DSN without tether's pool options, and those options."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    options = {k: int(v) for k, v in query if k in POOL_OPTIONS}
+    rest = [(k, v) for k, v in query if k not in POOL_OPTIONS]
+    return urlunsplit(parts._replace(query=urlencode(rest))), options
+
+
+def describe(url: str) -> str:
+    """`host:port/db` of a URL: enough to name it in a message, never the password."""
+    parts = urlsplit(url)
+    return f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path or '/'}"
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True for errors of a lost or refused connection, where a retry may succeed."""
+    if isinstance(exc, OSError | TimeoutError | asyncpg.PostgresConnectionError):
+        return True
+    if isinstance(exc, asyncpg.exceptions.ConnectionDoesNotExistError):
+        return True
+    if isinstance(exc, asyncpg.InterfaceError) and "connection is closed" in str(exc):
+        return True
+    return getattr(exc, "sqlstate", None) in _UNAVAILABLE_STATES
+
+
+@contextmanager
+def wrap_errors(where: str) -> Iterator[None]:
+    """Turn asyncpg's exceptions into StoreUnavailable (retryable) or StoreError."""
+    try:
+        yield
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+        if is_unavailable(exc):
+            raise StoreUnavailable(
+                f"postgresql {where}: connection lost or refused ({exc}); "
+                "retry: appends are idempotent"
+            ) from exc
+        raise StoreError(f"postgresql {where}: {exc}") from exc
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Replace asyncpg's `RESET ALL` on release (one more round trip per call).
+
+    The store sets no session state, and asyncpg still rolls back a transaction left
+    open before this runs.
+    """
+
+
+class PgPool:
+    """The store's connection pool, created by open() and released by close()."""
+
+    def __init__(self, url: str, *, min_size: int | None, max_size: int | None) -> None:
+        self.dsn, options = split_url(url)
+        self.where = describe(url)
+        self.max_size = max_size or options.get("max_size", 10)
+        self.min_size = min(min_size or options.get("min_size", 1), self.max_size)
+        self._pool: asyncpg.Pool | None = None
+
+    async def open(self) -> None:
+        with wrap_errors(self.where):
+            self._pool = await asyncpg.create_pool(
+                self.dsn, min_size=self.min_size, max_size=self.max_size, reset=_keep_session
+            )
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[PoolConnectionProxy]:
+        """A pooled connection; driver errors in the block come out as tether's."""
+        if self._pool is None:
+            raise StoreError(f"postgresql {self.where}: the store is not open (call open())")
+        with wrap_errors(self.where):
+            async with self._pool.acquire() as conn:
+                yield conn
+
+    async def execute(self, sql: str, *args: Any) -> str:
+        async with self.connection() as conn:
+            return await conn.execute(sql, *args)
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        async with self.connection() as conn:
+            return await conn.fetch(sql, *args)
+
+    async def connect_one(self) -> asyncpg.Connection:
+        """A connection outside the pool (migrations hold one for a whole transaction)."""
+        with wrap_errors(self.where):
+            return await asyncpg.connect(self.dsn)
+
+
+def rowcount(status: str) -> int:
+    """Rows affected, from a command tag such as `INSERT 0 3` or `UPDATE 1`."""
+    return int(status.rsplit(" ", 1)[-1])

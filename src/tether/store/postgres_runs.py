@@ -1,0 +1,78 @@
+"""The runs table on PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+
+import asyncpg
+
+from tether.errors import ConflictingRecord, RunExists, UnknownRun
+from tether.store.base import RunInfo, RunTable, Status
+from tether.store.postgres_db import PgPool, rowcount
+from tether.store.queries import load_queries
+
+Q = load_queries("postgres")
+
+
+def _info(row: asyncpg.Record) -> RunInfo:
+    return RunInfo(
+        run_id=row["run_id"],
+        agent=row["agent"],
+        status=Status(row["status"]),
+        parent_run_id=row["parent_run_id"],
+        reason=row["reason"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        owner=row["owner"],
+        epoch=row["epoch"],
+        lease_until=row["lease_until"],
+    )
+
+
+class PostgresRuns(RunTable):
+    def __init__(self, db: PgPool) -> None:
+        self._db = db
+
+    async def create(self, info: RunInfo, first_record: bytes) -> None:
+        # One statement inserts the row and seq 0, so a crash never leaves a run without
+        # its first record. The clock is the caller's, as in the SQLite store.
+        args = (
+            info.run_id,
+            info.agent,
+            info.status.value,
+            info.parent_run_id,
+            info.reason,
+            time.time(),
+            info.owner,
+            info.epoch,
+            first_record,
+        )
+        async with self._db.connection() as conn:
+            try:
+                created = await conn.fetchval(Q["create_run"], *args)
+            except asyncpg.NotNullViolationError as exc:
+                # A stray different record at seq 0 of an id with no run row; the statement
+                # aborted, so the run row did not land either.
+                if exc.column_name != "seq":
+                    raise
+                raise ConflictingRecord(info.run_id, 0) from None
+        if created == 0:
+            raise RunExists(info.run_id)
+
+    async def get(self, run_id: str) -> RunInfo | None:
+        rows = await self._db.fetch(Q["get_run"], run_id)
+        return _info(rows[0]) if rows else None
+
+    async def set_status(self, run_id: str, status: Status, *, reason: str | None = None) -> None:
+        done = await self._db.execute(Q["set_status"], run_id, status.value, reason, time.time())
+        if rowcount(done) == 0:
+            raise UnknownRun(run_id)
+
+    async def list(
+        self, *, status: Status | None = None, limit: int = 100, offset: int = 0
+    ) -> list[RunInfo]:
+        if status is None:
+            rows = await self._db.fetch(Q["list_runs"], limit, offset)
+        else:
+            rows = await self._db.fetch(Q["list_runs_by_status"], status.value, limit, offset)
+        return [_info(row) for row in rows]

@@ -1,0 +1,23 @@
+-- The log is keyed by (run_id, seq) only, so it can later be partitioned by run_id.
+CREATE TABLE run_log (
+    run_id text NOT NULL,
+    seq bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+
+-- Times are float seconds since the epoch, as RunInfo carries them.
+CREATE TABLE runs (
+    run_id text PRIMARY KEY,
+    agent text NOT NULL,
+    status text NOT NULL,
+    parent_run_id text,
+    reason text,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL,
+    owner text,
+    epoch bigint NOT NULL DEFAULT 0,
+    lease_until double precision
+);
+
+CREATE INDEX runs_status_idx ON runs (status, created_at);

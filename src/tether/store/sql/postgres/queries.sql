@@ -1,0 +1,90 @@
+-- name: append
+-- Append records in one statement, all or none. A retried identical record is skipped;
+-- a different record at a taken seq sets seq to NULL, a not-null violation that aborts
+-- the whole statement, so nothing of the call lands (DO NOTHING would keep the other rows).
+INSERT INTO run_log (run_id, seq, record)
+SELECT $1, e.seq, e.record FROM unnest($2::bigint[], $3::bytea[]) AS e(seq, record)
+ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
+WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
+
+-- name: append_fenced
+-- The same, only while runs.epoch = $4. FOR SHARE makes a claim (UPDATE runs SET epoch)
+-- wait for this insert to commit, or this insert wait for the claim and then see the new
+-- epoch and insert nothing. FOR KEY SHARE would not conflict with that UPDATE.
+INSERT INTO run_log (run_id, seq, record)
+SELECT $1, e.seq, e.record
+FROM unnest($2::bigint[], $3::bytea[]) AS e(seq, record),
+     (SELECT 1 FROM runs WHERE run_id = $1 AND epoch = $4 FOR SHARE) AS fence
+ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
+WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
+
+-- name: records_at
+-- The records already stored at some seqs (to tell a retry from a conflict or a fence).
+SELECT seq, record FROM run_log WHERE run_id = $1 AND seq = ANY($2::bigint[]);
+
+-- name: read
+-- A run's records after a seq, in order.
+SELECT seq, record FROM run_log WHERE run_id = $1 AND seq > $2 ORDER BY seq;
+
+-- name: read_all
+-- A run's record bytes in order (rehydration).
+SELECT record FROM run_log WHERE run_id = $1 ORDER BY seq;
+
+-- name: create_run
+-- Insert a run row and its record at seq 0 in one statement; returns 0 if the id is taken.
+WITH run AS (
+    INSERT INTO runs (run_id, agent, status, parent_run_id, reason, created_at, updated_at,
+                      owner, epoch)
+    VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8)
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING run_id
+), first AS (
+    INSERT INTO run_log (run_id, seq, record)
+    SELECT run_id, 0, $9 FROM run
+    ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
+    WHERE run_log.record IS DISTINCT FROM EXCLUDED.record
+)
+SELECT count(*) FROM run;
+
+-- name: get_run
+-- One run row.
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
+       lease_until
+FROM runs WHERE run_id = $1;
+
+-- name: set_status
+-- Change a run's status and reason.
+UPDATE runs SET status = $2, reason = $3, updated_at = $4 WHERE run_id = $1;
+
+-- name: list_runs
+-- Runs, newest first.
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
+       lease_until
+FROM runs ORDER BY created_at DESC, run_id LIMIT $1 OFFSET $2;
+
+-- name: list_runs_by_status
+-- Runs with one status, newest first.
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
+       lease_until
+FROM runs WHERE status = $1 ORDER BY created_at DESC, run_id LIMIT $2 OFFSET $3;
+
+-- name: migrations_lock
+-- Serialize migrate() across processes until this transaction ends (key: "tether" in hex).
+SELECT pg_advisory_xact_lock(x'746574686572'::bigint);
+
+-- name: migrations_table
+-- The record of applied migrations.
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    applied_at double precision NOT NULL
+);
+
+-- name: migrations_done
+-- Versions already applied.
+SELECT version FROM schema_migrations;
+
+-- name: migration_applied
+-- Note one applied migration.
+INSERT INTO schema_migrations (version, name, applied_at)
+VALUES ($1, $2, extract(epoch FROM clock_timestamp()));
