@@ -38,7 +38,9 @@ async def _measure(settings: Settings) -> list[Line]:
             wall = time.perf_counter() - t0
             nodes = log.node_appends()
             assert all(a.rows == 1 for a in nodes), "a chain appends one node per call"
-            floor = [await bare_insert(pool, f"floor-{r}", i, a.records[0]) for i, a in enumerate(nodes)]
+            floor = [
+                await bare_insert(pool, f"floor-{r}", i, a.records[0]) for i, a in enumerate(nodes)
+            ]
             if r == 0:
                 continue
             appends += [a.seconds for a in nodes]
