@@ -156,11 +156,15 @@ def pg_pool(store: Store) -> asyncpg.Pool:
     return pool
 
 
+def _remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
 async def open_sqlite(settings: Settings, name: str) -> Store:
     """A SQLite store in a fresh file under the work directory."""
     path = settings.workdir / f"{name}.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    _remove_db(path)  # a few unlinks of a temporary directory: not worth a thread
     store = store_from_url(f"sqlite:///{path}")
     await store.open()
     return store

@@ -3,8 +3,9 @@
 One chain of 10,000 no-op nodes on PostgreSQL, every executor append timed by a wrapper
 around the log. At each checkpoint node k the line shows the median append time and record
 size of the nodes up to k (the last 50 at most; the chain's very last record spawns nothing
-and is smaller); the floor is the same figure at node 10. "Flat" is read as: within 1.10x of node 10 for bytes (a record may grow
-by a digit or two of its input) and 1.30x for append time (the machine is noisy).
+and is smaller); the floor is the same figure at node 10. "Flat" is read as: within 1.10x
+of node 10 for bytes (a record may grow by a digit or two of its input) and 1.30x for
+append time (the machine is noisy).
 """
 
 from __future__ import annotations

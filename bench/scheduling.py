@@ -79,6 +79,7 @@ def run(settings: Settings) -> list[Line]:
         pass
     lines = []
     us = 1e6
+    width = min(nodes - 1, FAN_WIDTH)
     for name, factory in loops:
         m = _run_on(factory, _measure(nodes, reps))
         floor_name = f"create_task + await on {name}"
@@ -96,7 +97,7 @@ def run(settings: Settings) -> list[Line]:
             ),
             Line(
                 "scheduling",
-                f"per node, fan-out of {min(nodes - 1, FAN_WIDTH):,} no-op siblings, memory:, {name}",
+                f"per node, fan-out of {width:,} no-op siblings, memory:, {name}",
                 m["fan"] * us,
                 "us",
                 floor_name,
