@@ -1,9 +1,9 @@
 """Measure psycopg 3 against asyncpg on tether's log statements, on this machine, in one run.
 
-Run: `python bench/pg_drivers.py [postgresql://postgres@127.0.0.1:5432/postgres]`. It creates
-a scratch database `tether_bench_drivers`, drops it at the end, and prints one table:
+Run: `PYTHONPATH=src python bench/pg_drivers.py [postgresql://postgres@127.0.0.1/postgres]`.
+It creates a scratch database `tether_bench_drivers`, drops it at the end, and prints:
 
-- append: the store's one-statement append of one 300-byte record through a pool, p50/p99
+- append: the store's `append` query as shipped, one 300-byte record through a pool
 - bare insert: a plain single-row INSERT of the same bytes (the floor for a durable write)
 - fenced append: the append with the `FOR SHARE` epoch check of the runs row in the statement
 - replay 5,000: fetch 5,000 records of one run in seq order into a list of bytes
@@ -27,6 +27,10 @@ import asyncpg
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from tether.store.queries import load_queries
+
+Q = load_queries("postgres")
+
 ADMIN_URL = sys.argv[1] if len(sys.argv) > 1 else "postgresql://postgres@127.0.0.1:5432/postgres"
 DB = "tether_bench_drivers"
 URL = ADMIN_URL.rsplit("/", 1)[0] + "/" + DB
@@ -44,19 +48,9 @@ CREATE TABLE run_log (run_id text NOT NULL, seq bigint NOT NULL, record bytea NO
 CREATE TABLE runs (run_id text PRIMARY KEY, epoch bigint NOT NULL DEFAULT 0);
 """
 
-# The same SQL for both drivers; psycopg gets %s placeholders, asyncpg $n.
-APPEND = """
-INSERT INTO run_log (run_id, seq, record)
-SELECT $1, e.seq, e.record FROM unnest($2::bigint[], $3::bytea[]) AS e(seq, record)
-ON CONFLICT (run_id, seq) DO NOTHING
-"""
-APPEND_FENCED = """
-INSERT INTO run_log (run_id, seq, record)
-SELECT $1, e.seq, e.record
-FROM unnest($2::bigint[], $3::bytea[]) AS e(seq, record),
-     (SELECT 1 FROM runs WHERE run_id = $1 AND epoch = $4 FOR SHARE) AS fence
-ON CONFLICT (run_id, seq) DO NOTHING
-"""
+# The store's own statements (asyncpg's $n placeholders; psycopg gets them renamed).
+APPEND = Q["append"]
+APPEND_FENCED = Q["append_fenced"]
 BARE = "INSERT INTO run_log (run_id, seq, record) VALUES ($1, $2, $3)"
 REPLAY = "SELECT record FROM run_log WHERE run_id = $1 ORDER BY seq"
 

@@ -103,14 +103,3 @@ async def store(store_url: str) -> AsyncIterator[Store]:
         yield s
     finally:
         await s.close()
-
-
-@pytest.fixture
-async def sqlite_store(tmp_path: os.PathLike[str]) -> AsyncIterator[Store]:
-    """An opened SQLite store in a temporary directory."""
-    s = store_from_url(f"sqlite:///{tmp_path}/tether.db")
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()

@@ -1,0 +1,68 @@
+"""tether: a durable runtime for long-running LLM agents."""
+
+from tether.context import Context
+from tether.core import Budget, Fallback, Handler, Node, NodeResult, Retry, Spawn, Usage
+from tether.errors import (
+    ChildFailed,
+    ChildPaused,
+    ConflictingRecord,
+    CorruptRecord,
+    InvalidSpawn,
+    NodeTimeout,
+    OutputNotSerializable,
+    RecordTooLarge,
+    RunExists,
+    RunNotResumable,
+    StaleEpoch,
+    StoreError,
+    StoreUnavailable,
+    TetherError,
+    UnknownAgent,
+    UnknownNodeKind,
+    UnknownRun,
+)
+from tether.executor import Outcome
+from tether.graph import Graph
+from tether.registry import Registry, resolve_agent
+from tether.runtime import Runtime
+from tether.store import RunInfo, Status, Store, store_from_url
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Budget",
+    "ChildFailed",
+    "ChildPaused",
+    "ConflictingRecord",
+    "Context",
+    "CorruptRecord",
+    "Fallback",
+    "Graph",
+    "Handler",
+    "InvalidSpawn",
+    "Node",
+    "NodeResult",
+    "NodeTimeout",
+    "Outcome",
+    "OutputNotSerializable",
+    "RecordTooLarge",
+    "Registry",
+    "Retry",
+    "RunExists",
+    "RunInfo",
+    "RunNotResumable",
+    "Runtime",
+    "Spawn",
+    "StaleEpoch",
+    "Status",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "TetherError",
+    "UnknownAgent",
+    "UnknownNodeKind",
+    "UnknownRun",
+    "Usage",
+    "resolve_agent",
+    "store_from_url",
+]

@@ -21,7 +21,7 @@ from tether.graph import Graph
 from tether.inspect import run_view
 from tether.records import Record
 from tether.runtime import Runtime
-from tether.store import Status, Store, store_from_url
+from tether.store import Status, Store, default_url, migrate_url, store_from_url
 
 console = Console()
 
@@ -193,12 +193,10 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_migrate(store: Store, args: argparse.Namespace) -> int:
-    applied = await store.migrate()
-    console.print(
-        f"{store.url.split('@')[-1]}: "
-        + (f"applied {', '.join(applied)}" if applied else "up to date")
-    )
+async def cmd_migrate(args: argparse.Namespace) -> int:
+    applied = await migrate_url(args.db)
+    where = (args.db or default_url()).split("@")[-1]
+    console.print(f"{where}: " + (f"applied {', '.join(applied)}" if applied else "up to date"))
     return 0
 
 
@@ -242,13 +240,15 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)
     migrate = db_sub.add_parser("migrate", help="apply pending migrations")
-    migrate.set_defaults(fn=cmd_migrate)
+    migrate.set_defaults(fn=None)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "db":  # migrating must not go through open(), which migrates
+            return asyncio.run(cmd_migrate(args))
         return asyncio.run(_with_store(args.db, lambda store: args.fn(store, args)))
     except TetherError as exc:
         console.print(f"[red]error:[/] {exc}")

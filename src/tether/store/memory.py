@@ -23,17 +23,20 @@ class MemoryLog(LogStore):
     async def append(
         self, run_id: str, entries: Sequence[tuple[int, bytes]], *, epoch: int | None = None
     ) -> None:
-        if epoch is not None:
+        log = self._s.logs.setdefault(run_id, {})
+        fresh: dict[int, bytes] = {}
+        for seq, record in entries:
+            old = log.get(seq, fresh.get(seq))
+            if old is not None and old != record:
+                raise ConflictingRecord(run_id, seq)
+            if old is None:
+                fresh[seq] = record
+        # Like the SQL stores: a retry of records already there is a no-op even when fenced.
+        if fresh and epoch is not None:
             info = self._s.runs.get(run_id)
             if info is None or info.epoch != epoch:
                 raise StaleEpoch(run_id, epoch)
-        log = self._s.logs.setdefault(run_id, {})
-        for seq, record in entries:
-            old = log.get(seq)
-            if old is not None and old != record:
-                raise ConflictingRecord(run_id, seq)
-        for seq, record in entries:
-            log[seq] = record
+        log.update(fresh)
 
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
         log = self._s.logs.get(run_id, {})

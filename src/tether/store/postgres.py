@@ -3,22 +3,23 @@
 `postgresql://user@host:5432/db?min_size=1&max_size=10` (pool sizes may also be given as
 keyword arguments, which win). `open()` applies pending migrations, then fills the pool.
 
-Why asyncpg: `bench/pg_drivers.py` measured both drivers on the same machine in one run
-(PostgreSQL 15 on loopback, 2 cores, fsync on; asyncpg with its per-release `RESET ALL`
-turned off, psycopg 3.3 in autocommit with `prepare_threshold=0` and binary parameters;
-p50 / p99 in ms, best of two interleaved rounds):
+Why asyncpg: `bench/pg_drivers.py` measured both drivers on the same machine in one run,
+on the statements this store ships (PostgreSQL 15 on loopback, 2 cores, fsync on; asyncpg
+0.32 with its per-release `RESET ALL` turned off, psycopg 3.3 in autocommit with
+`prepare_threshold=0` and binary parameters; p50 / p99 in ms, best of two interleaved
+rounds; three runs put the single-row ratios within about +-0.15x of these):
 
     statement                      psycopg 3         asyncpg    psycopg/asyncpg
-    append, 1 x 300 B           0.432 / 1.394    0.310 / 0.874       1.39x
-    bare INSERT (floor)         0.357 / 0.891    0.291 / 0.425       1.23x
-    fenced append (FOR SHARE)   0.459 / 0.736    0.321 / 0.473       1.43x
-    replay 5,000 rows           4.177 / 12.95    1.915 / 11.12       2.18x
-    append, 64 rows             1.174 / 1.775    0.588 / 1.015       2.00x
+    append, 1 x 300 B           0.452 / 2.514    0.331 / 0.491       1.36x
+    bare INSERT (floor)         0.371 / 0.816    0.315 / 0.634       1.18x
+    fenced append (FOR SHARE)   0.488 / 0.681    0.307 / 0.510       1.59x
+    replay 5,000 rows           4.393 / 15.80    2.133 / 11.91       2.06x
+    append, 64 rows             1.213 / 1.882    0.645 / 0.854       1.88x
 
-asyncpg is faster on every line, and by 2x where tether spends its time in bulk (replay
-and group commit: its binary codecs build bytes and arrays in C). Its one-statement
-append sits within ~7% of a bare INSERT, i.e. at the fsync floor, so there is no reason
-to pay psycopg's overhead for its wider ecosystem.
+asyncpg is faster on every line, and by about 2x where tether spends its time in bulk
+(replay and group commit: its binary codecs build bytes and arrays in C). Its append,
+fenced or not, sits at the bare INSERT floor (within noise), so nothing is gained by
+paying psycopg's overhead for its wider ecosystem.
 
 asyncpg prepares and caches each statement per connection; behind PgBouncer in
 transaction mode pass `statement_cache_size=0` in the URL's query string.

@@ -53,11 +53,14 @@ def wrap_errors(where: str) -> Iterator[None]:
         yield
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
         if is_unavailable(exc):
-            raise StoreUnavailable(
-                f"postgresql {where}: connection lost or refused ({exc}); "
-                "retry: appends are idempotent"
-            ) from exc
+            raise unavailable(where, exc) from exc
         raise StoreError(f"postgresql {where}: {exc}") from exc
+
+
+def unavailable(where: str, exc: BaseException) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"postgresql {where}: connection lost or refused ({exc}); retry: appends are idempotent"
+    )
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -96,7 +99,15 @@ class PgPool:
             raise StoreError(f"postgresql {self.where}: the store is not open (call open())")
         with wrap_errors(self.where):
             async with self._pool.acquire() as conn:
-                yield conn
+                try:
+                    yield conn
+                except asyncpg.InternalClientError as exc:
+                    # A server's FATAL (pg_terminate_backend, shutdown) that arrives while
+                    # asyncpg is between protocol states surfaces as this; the connection
+                    # is closed and the pool will replace it.
+                    if conn.is_closed():
+                        raise unavailable(self.where, exc) from exc
+                    raise StoreError(f"postgresql {self.where}: {exc}") from exc
 
     async def execute(self, sql: str, *args: Any) -> str:
         async with self.connection() as conn:

@@ -1,0 +1,36 @@
+"""Write the golden log of a schema version once; it must then decode forever.
+
+Usage: python tests/golden/write_golden.py v1   (refuses to overwrite)
+Format: for each row of run_log in seq order, a 4-byte big-endian length then the row bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+async def main(version: str) -> None:
+    out = HERE / f"{version}.log"
+    if out.exists():
+        sys.exit(f"{out} exists: golden logs are never rewritten")
+    os.environ["TETHER_DEMO_SPEED"] = "0"
+    from tether.demo.agent import agent
+    from tether.runtime import Runtime
+    from tether.store import store_from_url
+
+    with tempfile.TemporaryDirectory() as tmp:
+        async with store_from_url(f"sqlite:///{tmp}/g.db") as store:
+            outcome = await Runtime(store).start(agent, {"question": "golden"}, run_id="golden")
+            rows = await store.log.read_all(outcome.run_id)
+    out.write_bytes(b"".join(len(r).to_bytes(4, "big") + r for r in rows))
+    print(f"wrote {out}: {len(rows)} records, result {outcome.result}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))

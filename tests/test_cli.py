@@ -1,0 +1,159 @@
+"""The `tether` command as a user runs it: real processes, real signals, the embedded default."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ANSWER = re.compile(r"result: (Answer to .*)")
+
+
+def tether(
+    home: Path, *args: str, check: bool = True, **kw: object
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tether", *args],
+        cwd=home,
+        env=env(home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,  # type: ignore[call-overload]
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"tether {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+        )
+    return proc  # type: ignore[no-any-return]
+
+
+def env(home: Path) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    e.update(TETHER_DATA_DIR=str(home / ".tether"), COLUMNS="250", TETHER_DEMO_SPEED="0")
+    return e
+
+
+def answer(out: str) -> str:
+    m = ANSWER.search(out)
+    assert m, out
+    return m.group(1)
+
+
+def run_ids(home: Path) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = json.loads(tether(home, "runs", "--json").stdout)
+    return [r for r in rows if not r["parent_run_id"]]
+
+
+def test_demo_runs_to_a_final_answer(tmp_path: Path) -> None:
+    out = tether(tmp_path, "demo", "--quiet").stdout
+    assert "status: succeeded" in out
+    assert "subagent" in out and "joins 4" in out
+    assert f"log: sqlite:///{tmp_path / '.tether' / 'tether.db'}" in out.replace("\n", "")
+    assert answer(out).startswith("Answer to 'How do agents survive a rolling deploy?'")
+
+
+def test_stop_after_then_resume_gives_the_same_answer(tmp_path: Path) -> None:
+    reference = answer(tether(tmp_path, "demo", "--quiet").stdout)
+    killed = tether(tmp_path, "demo", "--quiet", "--stop-after", "5", check=False)
+    assert killed.returncode == -signal.SIGKILL
+    run = run_ids(tmp_path)[0]
+    assert run["status"] == "running"  # nobody paused it: it died
+    shown = json.loads(tether(tmp_path, "show", str(run["run_id"]), "--json").stdout)
+    assert shown["budget"]["used"]["nodes"] == 5
+    resumed = tether(tmp_path, "resume", str(run["run_id"]), "--quiet").stdout
+    assert answer(resumed) == reference
+    shown = json.loads(tether(tmp_path, "show", str(run["run_id"]), "--json").stdout)
+    assert shown["status"] == "succeeded"
+    ids = [n["node_id"] for n in shown["nodes"]]
+    assert len(ids) == len(set(ids)) == 9
+
+
+def test_sigterm_drains_and_resume_finishes(tmp_path: Path) -> None:
+    reference = answer(tether(tmp_path, "demo", "--quiet").stdout)
+    e = env(tmp_path)
+    e["TETHER_DEMO_SPEED"] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether", "demo", "--quiet"],
+        cwd=tmp_path,
+        env=e,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # readiness is a handshake: the run announces itself
+        if line.startswith("run ") and line.strip().endswith("started"):
+            run_id = line.split()[1]
+            break
+    # Wait until the first node is durably recorded, then ask for a drain.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        shown = json.loads(tether(tmp_path, "show", run_id, "--json").stdout)
+        if shown["budget"]["used"]["nodes"] >= 1:
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "status: paused (drain)" in out
+    assert f"resume with: tether resume {run_id}" in out
+    assert answer(tether(tmp_path, "resume", run_id, "--quiet").stdout) == reference
+
+
+def test_show_json_is_stable(tmp_path: Path) -> None:
+    tether(tmp_path, "demo", "--quiet")
+    run_id = str(run_ids(tmp_path)[0]["run_id"])
+    view = json.loads(tether(tmp_path, "show", run_id, "--json", "--outputs").stdout)
+    assert set(view) == {
+        "format", "run_id", "agent", "status", "reason", "parent_run_id", "records", "budget",
+        "result", "nodes",
+    }  # fmt: skip
+    assert view["format"] == 1
+    assert set(view["budget"]) == {"limits", "used"}
+    node = view["nodes"][0]
+    expected = {"node_id", "kind", "parent_ids", "status", "attempt", "wall_ms", "tokens_in",
+                "tokens_out", "cost", "started_at_us", "finished_at_us", "output"}  # fmt: skip
+    assert expected <= set(node)
+    assert node["kind"] == "turn" and node["status"] == "completed"
+
+
+def test_budget_pause_and_resume_with_more(tmp_path: Path) -> None:
+    paused = tether(tmp_path, "demo", "--quiet", "--budget", "nodes=3").stdout
+    assert "status: paused (budget: node limit 3 reached)" in paused
+    run_id = str(run_ids(tmp_path)[0]["run_id"])
+    done = tether(tmp_path, "resume", run_id, "--quiet", "--budget", "nodes=+20").stdout
+    assert "status: succeeded" in done
+    view = json.loads(tether(tmp_path, "show", run_id, "--json").stdout)
+    assert view["budget"]["limits"]["max_nodes"] == 23
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("show", "nope"), "unknown run 'nope'"),
+        (("resume", "nope"), "unknown run 'nope'"),
+        (("--db", "mysql://x", "runs"), "unsupported store URL"),
+    ],
+)
+def test_bad_input_gets_a_clear_error(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    proc = tether(tmp_path, *args, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+
+
+def test_db_migrate_applies_then_is_idempotent(tmp_path: Path) -> None:
+    assert "applied 0001_initial.sql" in tether(tmp_path, "db", "migrate").stdout
+    assert "up to date" in tether(tmp_path, "db", "migrate").stdout
+
+
+def test_db_migrate_on_postgres(tmp_path: Path, empty_pg_database: str) -> None:
+    first = tether(tmp_path, "--db", empty_pg_database, "db", "migrate").stdout
+    assert "applied 0001_initial.sql" in first
+    assert "up to date" in tether(tmp_path, "--db", empty_pg_database, "db", "migrate").stdout

@@ -1,0 +1,352 @@
+"""The executor on real stores: scheduling, failures, budgets, drain, invariants 1, 3, 6, 7, 8."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.agents import EXECUTIONS, fanout, uid
+from tether import (
+    Budget,
+    Context,
+    Node,
+    NodeResult,
+    Registry,
+    Retry,
+    Runtime,
+    Spawn,
+    Status,
+    Store,
+    UnknownRun,
+)
+from tether.records import decode_log
+
+
+async def node_records(store: Store, run_id: str) -> list[Any]:
+    rows = await store.log.read_all(run_id)
+    return [r.node_completed for r in decode_log(run_id, rows) if r.HasField("node_completed")]
+
+
+async def bodies(store: Store, run_id: str) -> list[str]:
+    rows = await store.log.read_all(run_id)
+    return [str(r.WhichOneof("body")) for r in decode_log(run_id, rows)]
+
+
+async def test_fan_out_and_join_records_every_node_once(store: Store) -> None:
+    outcome = await Runtime(store).start(fanout, {"width": 5})
+    assert outcome.status is Status.SUCCEEDED
+    assert outcome.result == sum(i * i for i in range(5))
+    done = await node_records(store, outcome.run_id)
+    assert len(done) == 7
+    assert len({nc.node_id for nc in done}) == 7
+    join = next(nc for nc in done if nc.kind == "join")
+    assert len(join.parent_ids) == 5
+    assert outcome.graph.tokens == 5 * 15
+    assert (await store.runs.get(outcome.run_id)).status is Status.SUCCEEDED  # type: ignore[union-attr]
+
+
+async def test_independent_nodes_overlap(store: Store) -> None:
+    # 20 nodes of 100 ms each: together, not one after the other (no timing threshold
+    # beyond "far from serial", which a noisy machine cannot fake).
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    outcome = await Runtime(store).start(fanout, {"width": 20, "delay": 0.1})
+    assert outcome.status is Status.SUCCEEDED
+    assert loop.time() - t0 < 20 * 0.1 / 2
+
+
+async def test_invariant_3_node_ids_are_stable_across_runs(store: Store) -> None:
+    rt = Runtime(store)
+    a = await rt.start(fanout, {"width": 4, "delay": 0.001})
+    b = await rt.start(fanout, {"width": 4})
+    ids_a = sorted(nc.node_id for nc in await node_records(store, a.run_id))
+    ids_b = sorted(nc.node_id for nc in await node_records(store, b.run_id))
+    assert ids_a == ids_b
+
+
+async def test_invariant_6_the_hot_path_never_reads_the_log(store: Store) -> None:
+    reads = 0
+    log = store.log
+    original = type(log).read_all
+
+    async def counting(self: Any, run_id: str) -> list[bytes]:
+        nonlocal reads
+        reads += 1
+        return await original(self, run_id)
+
+    type(log).read_all = counting  # type: ignore[method-assign]
+    try:
+        outcome = await Runtime(store).start(fanout, {"width": 8})
+    finally:
+        type(log).read_all = original  # type: ignore[method-assign]
+    assert outcome.status is Status.SUCCEEDED
+    assert reads == 0
+
+
+# -- failures ------------------------------------------------------------------------
+
+flaky = Registry("test.flaky", entry="root")
+ATTEMPTS: dict[str, int] = {}
+
+
+@flaky.node("root")
+async def flaky_root(ctx: Context, node: Node) -> NodeResult:
+    return NodeResult(None, spawn=[Spawn(k, node.input, key=k) for k in node.input["kinds"]])
+
+
+@flaky.node("sometimes", retry=Retry(attempts=3, backoff=0.001))
+async def sometimes(ctx: Context, node: Node) -> str:
+    ATTEMPTS[ctx.idempotency_key] = ctx.attempt
+    if ctx.attempt < 3:
+        raise ConnectionError(f"attempt {ctx.attempt} lost its connection")
+    return "third time lucky"
+
+
+@flaky.node("always", retry=Retry(attempts=2, backoff=0.001))
+async def always(ctx: Context, node: Node) -> str:
+    raise RuntimeError("the tool is broken")
+
+
+async def _fallback(ctx: Context, node: Node, exc: BaseException) -> str:
+    return f"fallback after {type(exc).__name__}"
+
+
+@flaky.node("rescued", retry=Retry(attempts=2, backoff=0.001), fallback=_fallback)
+async def rescued(ctx: Context, node: Node) -> str:
+    raise RuntimeError("primary path down")
+
+
+@flaky.node("hangs", timeout=0.05)
+async def hangs(ctx: Context, node: Node) -> str:
+    await asyncio.sleep(3600)
+    return "never"
+
+
+@flaky.node("unencodable", retry=Retry(attempts=3, backoff=0.001))
+async def unencodable(ctx: Context, node: Node) -> object:
+    ATTEMPTS[ctx.idempotency_key] = ctx.attempt
+    return {"not json": object()}
+
+
+@flaky.node("huge")
+async def huge(ctx: Context, node: Node) -> str:
+    return "x" * 100_000
+
+
+@flaky.node("badspawn")
+async def badspawn(ctx: Context, node: Node) -> NodeResult:
+    return NodeResult(None, spawn=[Spawn("huge", key="a"), Spawn("huge", key="a")])
+
+
+@flaky.node("badjoin")
+async def badjoin(ctx: Context, node: Node) -> NodeResult:
+    return NodeResult(None, spawn=[Spawn("huge", key="j", after=["missing"])])
+
+
+async def test_retries_until_an_attempt_succeeds(store: Store) -> None:
+    outcome = await Runtime(store).start(flaky, {"kinds": ["sometimes"]})
+    assert outcome.status is Status.SUCCEEDED
+    done = {nc.kind: nc for nc in await node_records(store, outcome.run_id)}
+    assert done["sometimes"].attempt == 3
+    assert "node_failed" not in await bodies(store, outcome.run_id)
+
+
+async def test_last_failed_attempt_records_node_failed_and_fails_the_run(store: Store) -> None:
+    rt = Runtime(store)
+    outcome = await rt.start(flaky, {"kinds": ["always"]})
+    assert outcome.status is Status.FAILED
+    assert "failed after 2 attempt(s): RuntimeError: the tool is broken" in outcome.reason
+    assert await bodies(store, outcome.run_id) == [
+        "run_started",
+        "node_completed",
+        "node_failed",
+        "run_finished",
+    ]
+    # The runtime stays up and the recorded root is still there.
+    again = await rt.start(flaky, {"kinds": ["sometimes"]})
+    assert again.status is Status.SUCCEEDED
+    assert len(await node_records(store, outcome.run_id)) == 1
+
+
+async def test_fallback_runs_after_the_last_attempt(store: Store) -> None:
+    outcome = await Runtime(store).start(flaky, {"kinds": ["rescued"]})
+    assert outcome.status is Status.SUCCEEDED
+    done = {nc.kind: nc for nc in await node_records(store, outcome.run_id)}
+    assert done["rescued"].fallback
+    assert b"fallback after RuntimeError" in done["rescued"].output.json
+    assert "node_failed" in await bodies(store, outcome.run_id)
+
+
+async def test_a_hanging_handler_times_out(store: Store) -> None:
+    outcome = await Runtime(store).start(flaky, {"kinds": ["hangs"]})
+    assert outcome.status is Status.FAILED
+    assert "NodeTimeout: handler for 'hangs' timed out after 0.05s" in outcome.reason
+
+
+async def test_an_unknown_node_kind_fails_the_node_clearly(store: Store) -> None:
+    outcome = await Runtime(store).start(flaky, {"kinds": ["nosuchkind"]})
+    assert outcome.status is Status.FAILED
+    assert "agent 'test.flaky' has no handler for node kind 'nosuchkind'" in outcome.reason
+
+
+async def test_an_unencodable_output_fails_without_retrying(store: Store) -> None:
+    outcome = await Runtime(store).start(flaky, {"kinds": ["unencodable"]})
+    assert outcome.status is Status.FAILED
+    assert "OutputNotSerializable" in outcome.reason
+    assert list(ATTEMPTS.values())[-1] == 1
+
+
+async def test_a_record_over_the_cap_is_refused_with_advice(store: Store) -> None:
+    outcome = await Runtime(store, record_cap=16 * 1024).start(flaky, {"kinds": ["huge"]})
+    assert outcome.status is Status.FAILED
+    assert "RecordTooLarge" in outcome.reason
+    assert "put large outputs in a blob" in outcome.reason
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [("badspawn", "same key"), ("badjoin", "joins on unknown keys ['missing']")],
+)
+async def test_invalid_spawns_fail_the_node(store: Store, kind: str, message: str) -> None:
+    outcome = await Runtime(store).start(flaky, {"kinds": [kind]})
+    assert outcome.status is Status.FAILED
+    assert "InvalidSpawn" in outcome.reason
+    assert message in outcome.reason
+
+
+async def test_unknown_run_ids_are_reported(store: Store) -> None:
+    with pytest.raises(UnknownRun, match="unknown run 'nope'"):
+        await Runtime(store).resume("nope")
+
+
+# -- budgets (invariant 7) -------------------------------------------------------------
+
+
+async def test_invariant_7_budget_pauses_between_nodes_and_resumes_with_more(
+    store: Store,
+) -> None:
+    rt = Runtime(store)
+    outcome = await rt.start(fanout, {"width": 6}, budget=Budget(max_nodes=3))
+    assert outcome.status is Status.PAUSED
+    assert outcome.reason == "budget: node limit 3 reached"
+    recorded = len(await node_records(store, outcome.run_id))
+    # Nothing is cut mid-node: every node launched before the limit was recorded.
+    assert recorded >= 3
+    assert (await store.runs.get(outcome.run_id)).status is Status.PAUSED  # type: ignore[union-attr]
+
+    done = await rt.resume(outcome.run_id, budget=Budget(max_nodes=100))
+    assert done.status is Status.SUCCEEDED
+    assert done.result == sum(i * i for i in range(6))
+    ids = [nc.node_id for nc in await node_records(store, outcome.run_id)]
+    assert len(ids) == len(set(ids)) == 8
+
+
+async def test_token_budget_pauses_the_run(store: Store) -> None:
+    outcome = await Runtime(store, concurrency=1).start(
+        fanout, {"width": 6}, budget=Budget(max_tokens=30)
+    )
+    assert outcome.status is Status.PAUSED
+    assert outcome.reason.startswith("budget: token limit 30 reached")
+
+
+# -- drain and crashes (invariants 1 and 8) -----------------------------------------------
+
+slow = Registry("test.slow", entry="root")
+RELEASE: dict[str, asyncio.Event] = {}
+STARTED: dict[str, asyncio.Event] = {}
+
+
+@slow.node("root")
+async def slow_root(ctx: Context, node: Node) -> NodeResult:
+    n = node.input["width"]
+    return NodeResult(
+        None,
+        spawn=[Spawn("leaf", {"i": i}, key=str(i)) for i in range(n)]
+        + [Spawn("leaf", {"i": -1}, key="end", after=[str(i) for i in range(n)])],
+    )
+
+
+@slow.node("leaf")
+async def slow_leaf(ctx: Context, node: Node) -> NodeResult:
+    EXECUTIONS[ctx.idempotency_key] += 1
+    STARTED.setdefault(ctx.run_id, asyncio.Event()).set()
+    gate = RELEASE.setdefault(ctx.run_id, asyncio.Event())
+    await gate.wait()
+    return NodeResult(node.input["i"], is_result=node.input["i"] == -1)
+
+
+async def test_drain_lets_in_flight_nodes_finish_and_pauses(store: Store) -> None:
+    drain_1 = uid("drain")
+    rt = Runtime(store, concurrency=2)
+    task = asyncio.create_task(rt.start(slow, {"width": 5}, run_id=drain_1))
+    await STARTED.setdefault(drain_1, asyncio.Event()).wait()
+    rt.drain()
+    RELEASE.setdefault(drain_1, asyncio.Event()).set()
+    outcome = await task
+    assert outcome.status is Status.PAUSED
+    assert outcome.reason == "drain"
+    leaves = [nc for nc in await node_records(store, drain_1) if nc.kind == "leaf"]
+    assert len(leaves) == 2  # the two in flight finished and were recorded; nothing new started
+
+    resumed = await Runtime(store).resume(drain_1)
+    assert resumed.status is Status.SUCCEEDED
+    assert resumed.result == -1
+    for key, count in EXECUTIONS.items():
+        if key.startswith(f"{drain_1}:"):
+            assert count == 1, key
+
+
+async def test_drain_grace_over_cancels_unrecorded_nodes_which_run_again(store: Store) -> None:
+    drain_2 = uid("drain")
+    rt = Runtime(store, concurrency=3, grace=0.01)
+    task = asyncio.create_task(rt.start(slow, {"width": 3}, run_id=drain_2))
+    await STARTED.setdefault(drain_2, asyncio.Event()).wait()
+    rt.drain()
+    outcome = await task
+    assert outcome.status is Status.PAUSED
+    assert [nc.kind for nc in await node_records(store, drain_2)] == ["root"]
+    RELEASE.setdefault(drain_2, asyncio.Event()).set()
+    resumed = await Runtime(store).resume(drain_2)
+    assert resumed.status is Status.SUCCEEDED
+    # The cancelled leaves ran twice (at-least-once execution), but each is recorded once.
+    leaves = [nc.node_id for nc in await node_records(store, drain_2) if nc.kind == "leaf"]
+    assert len(leaves) == len(set(leaves)) == 4
+    assert sorted(c for k, c in EXECUTIONS.items() if k.startswith(f"{drain_2}:")) == [1, 2, 2, 2]
+
+
+async def test_invariant_1_only_a_recorded_node_is_done(store: Store) -> None:
+    """A crash before a node's append means it runs again; after it, never."""
+    crash_1 = uid("crash")
+    rt = Runtime(store, concurrency=2)
+    task = asyncio.create_task(rt.start(slow, {"width": 4}, run_id=crash_1))
+    await STARTED.setdefault(crash_1, asyncio.Event()).wait()
+    task.cancel()  # as abrupt as it gets in-process: no drain, no pause record
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await bodies(store, crash_1) == ["run_started", "node_completed"]
+    RELEASE.setdefault(crash_1, asyncio.Event()).set()
+    outcome = await Runtime(store).resume(crash_1)
+    assert outcome.status is Status.SUCCEEDED
+    records = await node_records(store, crash_1)
+    assert len(records) == len({nc.node_id for nc in records}) == 6
+
+
+KEYS: list[tuple[str, int]] = []
+keyed = Registry("test.keyed", entry="effect")
+
+
+@keyed.node("effect", retry=Retry(attempts=2, backoff=0.001))
+async def effect(ctx: Context, node: Node) -> str:
+    KEYS.append((ctx.idempotency_key, ctx.attempt))
+    if ctx.attempt == 1:
+        raise ConnectionError("flaky")
+    return ctx.idempotency_key
+
+
+async def test_invariant_8_side_effects_get_a_stable_idempotency_key(store: Store) -> None:
+    keyed_1 = uid("keyed")
+    outcome = await Runtime(store).start(keyed, None, run_id=keyed_1)
+    assert outcome.result is None  # not marked as result
+    assert KEYS[-2:] == [(f"{keyed_1}:root", 1), (f"{keyed_1}:root", 2)]

@@ -1,0 +1,96 @@
+"""Sub-agents: a node runs a child run with its own log; resuming the parent resumes the child."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.agents import EXECUTIONS, uid
+from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
+from tether.ids import child_run_id
+from tether.records import decode_log
+
+parent = Registry("test.parent", entry="plan")
+child = Registry("test.child", entry="step")
+GATE: dict[str, asyncio.Event] = {}
+REACHED: dict[str, asyncio.Event] = {}
+
+
+@parent.node("plan")
+async def plan(ctx: Context, node: Node) -> NodeResult:
+    return NodeResult("planned", spawn=[Spawn("delegate", node.input, key="d")])
+
+
+@parent.node("delegate")
+async def delegate(ctx: Context, node: Node) -> NodeResult:
+    EXECUTIONS[ctx.idempotency_key] += 1
+    answer = await ctx.run_child(child, {"n": node.input["n"], "gate": node.input.get("gate")})
+    return NodeResult({"child said": answer}, is_result=True)
+
+
+@child.node("step")
+async def step(ctx: Context, node: Node) -> NodeResult:
+    EXECUTIONS[ctx.idempotency_key] += 1
+    i = node.input.get("i", 0)
+    gate = node.input["gate"]
+    if gate and i == 2:
+        REACHED.setdefault(gate, asyncio.Event()).set()
+        await GATE.setdefault(gate, asyncio.Event()).wait()
+    if i + 1 < node.input["n"]:
+        nxt = {"i": i + 1, "n": node.input["n"], "gate": gate}
+        return NodeResult(i, spawn=[Spawn("step", nxt, key="next")])
+    return NodeResult(f"{i + 1} steps", is_result=True)
+
+
+async def test_a_child_run_is_logged_separately_with_a_derived_id(store: Store) -> None:
+    p1 = uid("p1")
+    outcome = await Runtime(store).start(parent, {"n": 3}, run_id=p1)
+    assert outcome.status is Status.SUCCEEDED
+    assert outcome.result == {"child said": "3 steps"}
+    delegate_id = next(n for n, s in outcome.graph.nodes.items() if s.spec.kind == "delegate")
+    child_id = child_run_id(p1, delegate_id)
+    info = await store.runs.get(child_id)
+    assert info is not None and info.parent_run_id == p1 and info.status is Status.SUCCEEDED
+    records = decode_log(child_id, await store.log.read_all(child_id))
+    assert records[0].run_started.parent_run_id == p1
+    assert records[0].run_started.parent_node_id == delegate_id
+
+
+async def test_resuming_the_parent_resumes_the_child_without_redoing_its_nodes(
+    store: Store,
+) -> None:
+    p2 = uid("p2")
+    g1 = uid("g1")
+    rt = Runtime(store)
+    task = asyncio.create_task(rt.start(parent, {"n": 5, "gate": g1}, run_id=p2))
+    await REACHED.setdefault(g1, asyncio.Event()).wait()
+    task.cancel()  # the process "dies" while the child is at its third step
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    GATE.setdefault(g1, asyncio.Event()).set()
+
+    outcome = await Runtime(store).resume(p2)
+    assert outcome.status is Status.SUCCEEDED
+    assert outcome.result == {"child said": "5 steps"}
+    child_keys = {k: c for k, c in EXECUTIONS.items() if k.startswith(f"{p2}.")}
+    assert len(child_keys) == 5
+    # Steps 0 and 1 were recorded before the crash and never ran again; step 2 was in flight.
+    assert sorted(child_keys.values()) == [1, 1, 1, 1, 2]
+    assert EXECUTIONS[f"{p2}:{outcome.graph.order[1]}"] == 2  # the delegate node re-ran once
+
+
+async def test_a_drained_child_pauses_its_parent(store: Store) -> None:
+    p3 = uid("p3")
+    g2 = uid("g2")
+    rt = Runtime(store)
+    task = asyncio.create_task(rt.start(parent, {"n": 4, "gate": g2}, run_id=p3))
+    await REACHED.setdefault(g2, asyncio.Event()).wait()
+    rt.drain()
+    GATE.setdefault(g2, asyncio.Event()).set()
+    outcome = await task
+    assert outcome.status is Status.PAUSED
+    assert f"sub-agent run {p3}." in outcome.reason and "paused: drain" in outcome.reason
+    done = await Runtime(store).resume(p3)
+    assert done.status is Status.SUCCEEDED
+    assert done.result == {"child said": "4 steps"}
