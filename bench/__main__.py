@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import checkpoint, growth, memory, overlap, rehydrate, scheduling, throughput
-from bench.common import Line, Settings, prepare_pg
+from bench.common import Line, Settings, drop_pg, prepare_pg
 from bench.report import print_table, write_json, write_png
 
 FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
@@ -43,13 +43,18 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         settings = Settings(quick=args.quick, workdir=Path(tmp))
-        if NEEDS_PG & set(chosen):
+        use_pg = bool(NEEDS_PG & set(chosen))
+        if use_pg:
             asyncio.run(prepare_pg(settings))
         lines: list[Line] = []
-        for name in chosen:
-            t0 = time.perf_counter()
-            lines += FAMILIES[name](settings)
-            print(f"  {name}: {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+        try:
+            for name in chosen:
+                t0 = time.perf_counter()
+                lines += FAMILIES[name](settings)
+                print(f"  {name}: {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+        finally:
+            if use_pg:
+                asyncio.run(drop_pg(settings))
     elapsed = time.perf_counter() - started
     mode = "quick" if args.quick else "full"
     print_table(lines, title=f"tether bench ({mode}, {elapsed:.0f}s)")

@@ -19,7 +19,9 @@ from tether.store.base import LogStore
 PG_ADMIN_URL = os.environ.get(
     "TETHER_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
-BENCH_DB = "tether_bench"
+# One database per bench process: two runs at once (a full run and a quick one) never
+# drop each other's tables.
+BENCH_DB = f"tether_bench_{os.getpid()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +135,20 @@ def timed_log(store: Store) -> TimedLog:
 
 
 async def prepare_pg(settings: Settings) -> None:
-    """Create the bench database afresh (dropping the last run's)."""
+    """Create this process's bench database afresh."""
+    await _admin(settings, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+    await _admin(settings, f"CREATE DATABASE {BENCH_DB}")
+
+
+async def drop_pg(settings: Settings) -> None:
+    """Drop this process's bench database."""
+    await _admin(settings, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+
+
+async def _admin(settings: Settings, sql: str) -> None:
     conn = await asyncpg.connect(settings.pg_admin_url, timeout=10)
     try:
-        await conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        await conn.execute(f"CREATE DATABASE {BENCH_DB}")
+        await conn.execute(sql)
     finally:
         await conn.close()
 
