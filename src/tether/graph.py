@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tether.records import BudgetLimits, NodeCompleted, NodeFailed, NodeSpec, Record, RunStarted
@@ -95,29 +96,46 @@ class Graph:
             raise GraphError(f"is a {body} before run_started")
         if body == "node_completed":
             nc = record.node_completed
-            state = self.nodes.get(nc.node_id)
-            if state is None:
-                raise GraphError(f"completes node {nc.node_id}, which was never spawned")
-            if state.completed is not None:
-                raise GraphError(f"records node {nc.node_id} a second time")
-            if state.waiting:
-                raise GraphError(f"completes node {nc.node_id} before its parents")
-            self._check_spawns(nc)
+            self._check_completed(nc.node_id, _unpack(nc.spawned))
         elif body == "node_failed" and record.node_failed.node_id not in self.nodes:
             raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
 
-    def _check_spawns(self, nc: NodeCompleted) -> None:
+    def _check_completed(self, nid: str, spawned: list[_Spawned]) -> None:
+        state = self.nodes.get(nid)
+        if state is None:
+            raise GraphError(f"completes node {nid}, which was never spawned")
+        if state.completed is not None:
+            raise GraphError(f"records node {nid} a second time")
+        if state.waiting:
+            raise GraphError(f"completes node {nid} before its parents")
+        nodes = self.nodes
         new: set[str] = set()
-        for spec in nc.spawned:
-            if spec.node_id in self.nodes or spec.node_id in new:
-                raise GraphError(f"spawns node {spec.node_id}, which already exists")
-            for parent in spec.parent_ids:
-                if parent != nc.node_id and parent not in self.nodes and parent not in new:
-                    raise GraphError(f"spawns {spec.node_id} after unknown node {parent}")
-            new.add(spec.node_id)
+        for _, sid, parents in spawned:
+            if sid in nodes or sid in new:
+                raise GraphError(f"spawns node {sid}, which already exists")
+            for parent in parents:
+                if parent != nid and parent not in nodes and parent not in new:
+                    raise GraphError(f"spawns {sid} after unknown node {parent}")
+            new.add(sid)
 
     def apply(self, record: Record, *, checked: bool = False) -> list[str]:
         """Apply one record; return the ids of nodes that became ready."""
+        body = record.WhichOneof("body")
+        if body == "node_completed":
+            # The common record, also the whole of a replay: read each field once, for
+            # the check and the apply alike (every protobuf field read builds an object).
+            nc = record.node_completed
+            nid = nc.node_id
+            spawned = _unpack(nc.spawned)
+            if not checked:
+                if self.started is None:
+                    raise GraphError("is a node_completed before run_started")
+                self._check_completed(nid, spawned)
+            self.next_seq += 1
+            at = record.at_us
+            if at > self.last_at_us:
+                self.last_at_us = at
+            return self._complete(nc, nid, spawned)
         if not checked:
             self.check(record)
         self.next_seq += 1
@@ -125,15 +143,12 @@ class Graph:
         previous_at = self.last_at_us
         if at > self.last_at_us:
             self.last_at_us = at
-        body = record.WhichOneof("body")
-        if body == "node_completed":
-            return self._complete(record.node_completed)
         if body == "run_started":
             rs = record.run_started
             self.started = rs
             self.limits = rs.limits
             self._open_session(at)
-            return self._add(rs.roots, "")
+            return self._add(_unpack(rs.roots))
         if body == "node_failed":
             self.nodes[record.node_failed.node_id].failed = record.node_failed
         elif body == "run_paused":
@@ -163,8 +178,7 @@ class Graph:
             self._closed_wall_us += max(0, at - self._session_start_us)
         self.status = "paused"
 
-    def _complete(self, nc: NodeCompleted) -> list[str]:
-        nid = nc.node_id
+    def _complete(self, nc: NodeCompleted, nid: str, spawned: list[_Spawned]) -> list[str]:
         self.nodes[nid].completed = nc
         self.completed_count += 1
         self.order.append(nid)
@@ -183,20 +197,28 @@ class Graph:
             if state.waiting == 0:
                 self.ready[child] = None
                 became.append(child)
-        return became + self._add(nc.spawned, nid)
+        return became + self._add(spawned) if spawned else became
 
-    def _add(self, specs: object, spawner: str) -> list[str]:
+    def _add(self, spawned: list[_Spawned]) -> list[str]:
         became: list[str] = []
         nodes = self.nodes
-        for spec in specs:  # type: ignore[attr-defined]
+        for spec, sid, parents in spawned:
             waiting = 0
-            for parent in spec.parent_ids:
+            for parent in parents:
                 p = nodes.get(parent)
                 if p is None or p.completed is None:
                     waiting += 1
-                    self._waiters.setdefault(parent, []).append(spec.node_id)
-            nodes[spec.node_id] = NodeState(spec, waiting)
+                    self._waiters.setdefault(parent, []).append(sid)
+            nodes[sid] = NodeState(spec, waiting)
             if waiting == 0:
-                self.ready[spec.node_id] = None
-                became.append(spec.node_id)
+                self.ready[sid] = None
+                became.append(sid)
         return became
+
+
+# A spawned spec with the two fields the graph reads, read once.
+_Spawned = tuple[NodeSpec, str, list[str]]
+
+
+def _unpack(specs: Iterable[NodeSpec]) -> list[_Spawned]:
+    return [(spec, spec.node_id, list(spec.parent_ids)) for spec in specs]

@@ -1,0 +1,69 @@
+"""`python -m bench [--quick] [--only FAMILY,...]`: run the benchmarks, print one table.
+
+Writes `bench/results/{quick,full}.json` and `.png` (or under `--out`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import checkpoint, growth, memory, overlap, rehydrate, scheduling, throughput
+from bench.common import Line, Settings, drop_pg, prepare_pg
+from bench.report import print_table, write_json, write_png
+
+FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
+    "checkpoint": checkpoint.run,
+    "throughput": throughput.run,
+    "rehydrate": rehydrate.run,
+    "scheduling": scheduling.run,
+    "overlap": overlap.run,
+    "growth": growth.run,
+    "memory": memory.run,
+}
+# Families that need the PostgreSQL bench database.
+NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes: under two minutes")
+    parser.add_argument("--only", default="", help=f"comma-separated among {', '.join(FAMILIES)}")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args(argv)
+    chosen = [f for f in args.only.split(",") if f] or list(FAMILIES)
+    unknown = set(chosen) - set(FAMILIES)
+    if unknown:
+        parser.error(f"unknown families {sorted(unknown)}; choose among {list(FAMILIES)}")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
+        settings = Settings(quick=args.quick, workdir=Path(tmp))
+        use_pg = bool(NEEDS_PG & set(chosen))
+        if use_pg:
+            asyncio.run(prepare_pg(settings))
+        lines: list[Line] = []
+        try:
+            for name in chosen:
+                t0 = time.perf_counter()
+                lines += FAMILIES[name](settings)
+                print(f"  {name}: {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+        finally:
+            if use_pg:
+                asyncio.run(drop_pg(settings))
+    elapsed = time.perf_counter() - started
+    mode = "quick" if args.quick else "full"
+    print_table(lines, title=f"tether bench ({mode}, {elapsed:.0f}s)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    json_path = write_json(lines, args.out / f"{mode}.json", mode=mode, elapsed_s=elapsed)
+    png_path = write_png(lines, args.out / f"{mode}.png", title=f"tether bench ({mode})")
+    print(f"\nwrote {json_path} and {png_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

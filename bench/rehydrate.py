@@ -1,0 +1,156 @@
+"""Rehydration: `Runtime.load` of a 5,000- (and 50,000-) node run on PostgreSQL and SQLite.
+
+The log is what the executor writes for a chain of no-op nodes (generated once on the
+in-memory store, then appended to each backend in one call). `Runtime.load` reads the rows,
+decodes them in one parse and applies every record to a fresh Graph. The floor is
+`decode_log` of the same bytes already in memory. A second set of lines splits load into
+its parts (fetch, decode, apply) so a miss shows where the time goes, and a cProfile of
+the PostgreSQL load is written next to the results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import io
+import pstats
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from bench.agents import chain
+from bench.common import Line, Settings, open_pg, open_sqlite, p50
+from tether.graph import Graph
+from tether.records import decode_log
+from tether.runtime import Runtime
+from tether.store import Store, store_from_url
+
+TARGET_MS = 8.0
+TARGET_NODES = 5000
+PROFILE_PATH = Path(__file__).parent / "results" / "rehydrate-profile.txt"
+
+
+async def make_log(nodes: int) -> list[bytes]:
+    """The rows the executor writes for a chain of `nodes` no-op nodes."""
+    store = store_from_url("memory:")
+    async with store:
+        outcome = await Runtime(store).start(chain, nodes)
+        return await store.log.read_all(outcome.run_id)
+
+
+async def _times(reps: int, fn: Callable[[], Awaitable[object]]) -> list[float]:
+    await fn()  # warm-up: statement caches, page cache
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        await fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def _apply_all(run_id: str, rows: list[bytes]) -> Graph:
+    graph = Graph(run_id)
+    for record in decode_log(run_id, rows):
+        graph.apply(record)
+    return graph
+
+
+async def _floor(run_id: str, rows: list[bytes]) -> None:
+    decode_log(run_id, rows)
+
+
+async def _one_backend(
+    backend: str, store: Store, run_id: str, rows: list[bytes], reps: int
+) -> tuple[list[Line], float]:
+    nodes = len(rows) - 2
+    await store.log.append(run_id, list(enumerate(rows)))
+    rt = Runtime(store)
+    graph = await rt.load(run_id)
+    assert graph.completed_count == nodes and graph.status == "succeeded"
+    load = await _times(reps, lambda: rt.load(run_id))
+    fetch = await _times(reps, lambda: store.log.read_all(run_id))
+    floor = await _times(reps, lambda: _floor(run_id, rows))
+    ms = 1000.0
+    is_target = backend == "PostgreSQL" and nodes == TARGET_NODES
+    nbytes = sum(map(len, rows))
+    lines = [
+        Line(
+            "rehydrate",
+            f"load {nodes:,}-node run, {backend}, p50",
+            p50(load) * ms,
+            "ms",
+            "decode_log of the same bytes in memory",
+            p50(floor) * ms,
+            target=f"< {TARGET_MS:g} ms" if is_target else "-",
+            ok=p50(load) * ms < TARGET_MS if is_target else None,
+            note=f"{len(rows):,} rows, {nbytes / 1024:,.0f} KiB; p50 of {reps}",
+        ),
+        Line(
+            "rehydrate",
+            f"  of which fetch rows ({backend}), p50",
+            p50(fetch) * ms,
+            "ms",
+            "the whole load",
+            p50(load) * ms,
+        ),
+    ]
+    return lines, p50(load)
+
+
+async def _measure(settings: Settings) -> list[Line]:
+    sizes = [TARGET_NODES] if settings.quick else [TARGET_NODES, 50_000]
+    reps = settings.size(7, 15)
+    lines: list[Line] = []
+    pg = await open_pg(settings)
+    try:
+        for nodes in sizes:
+            rows = await make_log(nodes)
+            run_id = f"rehydrate-{nodes}"
+            r = reps if nodes <= TARGET_NODES else max(3, reps // 3)
+            pg_lines, _ = await _one_backend("PostgreSQL", pg, run_id, rows, r)
+            lite = await open_sqlite(settings, f"rehydrate-{nodes}")
+            try:
+                lite_lines, _ = await _one_backend("SQLite", lite, run_id, rows, r)
+            finally:
+                await lite.close()
+            decode = await _times(r, lambda rows=rows, run_id=run_id: _floor(run_id, rows))
+            apply = await _times(r, lambda rows=rows, run_id=run_id: _apply_async(run_id, rows))
+            ms = 1000.0
+            lines += pg_lines + lite_lines
+            lines.append(
+                Line(
+                    "rehydrate",
+                    f"  decode + apply {nodes:,} records (no fetch), p50",
+                    p50(apply) * ms,
+                    "ms",
+                    "decode_log alone",
+                    p50(decode) * ms,
+                    note="ratio - 1 is the Graph.apply share",
+                )
+            )
+            if nodes == TARGET_NODES:
+                await _profile(Runtime(pg), run_id)
+    finally:
+        await pg.close()
+    return lines
+
+
+async def _apply_async(run_id: str, rows: list[bytes]) -> None:
+    _apply_all(run_id, rows)
+
+
+async def _profile(rt: Runtime, run_id: str) -> None:
+    """cProfile of a few loads on PostgreSQL, top functions by own time, to a text file."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(5):
+        await rt.load(run_id)
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(15)
+    PROFILE_PATH.parent.mkdir(parents=True, exist_ok=True)
+    PROFILE_PATH.write_text(out.getvalue())
+
+
+def run(settings: Settings) -> list[Line]:
+    return asyncio.run(_measure(settings))
