@@ -1,0 +1,2 @@
+class TetherError(Exception):
+    """Base of every tether error."""
