@@ -12,6 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def _retry_headers(retry_after: float) -> dict[str, str]:
+    # Retry-After is integer seconds (RFC 9110): round up so it never says "sooner than
+    # asked". Both SDKs prefer the finer retry-after-ms when it is present.
+    return {
+        "retry-after": str(int(-(-retry_after // 1))),
+        "retry-after-ms": str(round(retry_after * 1000)),
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class RateLimited:
     """Answer 429 with `Retry-After` (seconds) and `retry-after-ms` headers.
@@ -28,13 +37,7 @@ class RateLimited:
         return 429
 
     def headers(self) -> dict[str, str]:
-        # Retry-After is integer seconds per RFC 9110; round up so it never says "retry
-        # sooner than asked".
-        seconds = int(-(-self.retry_after // 1))
-        return {
-            "retry-after": str(seconds),
-            "retry-after-ms": str(round(self.retry_after * 1000)),
-        }
+        return _retry_headers(self.retry_after)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +46,16 @@ class ServerError:
 
     status: int = 500
     message: str = "Internal error (scripted by the local model server)."
+    # Overloaded providers (503, 529) often say when to come back; None sends no header,
+    # and the SDKs then back off on their own (about half a second).
+    retry_after: float | None = None
 
     def __post_init__(self) -> None:
         if not 500 <= self.status <= 599:
             raise ValueError(f"ServerError status must be 5xx, got {self.status}")
 
     def headers(self) -> dict[str, str]:
-        return {}
+        return {} if self.retry_after is None else _retry_headers(self.retry_after)
 
 
 @dataclass(frozen=True, slots=True)
