@@ -155,6 +155,7 @@ async def test_streamed_parallel_tool_calls_match_the_unstreamed_reply(
     plain_calls = plain.choices[0].message.tool_calls or []
     # The SDK had to assemble each call's arguments from several fragments.
     assert tool_deltas > len(plain_calls)
+
     def triples(calls: Sequence[Any]) -> list[tuple[str, str, str]]:
         return [(c.id, c.function.name, c.function.arguments) for c in calls]
 
