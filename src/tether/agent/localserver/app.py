@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from tether.agent.localserver.anthropic_messages import AnthropicMessages
 from tether.agent.localserver.conversation import BadRequest, ModelRequest
 from tether.agent.localserver.faults import CutStream, Fault, fault_name
 from tether.agent.localserver.openai_chat import OpenAIChat
+from tether.agent.localserver.openai_responses import OpenAIResponses
 from tether.agent.localserver.replies import CREATED, Dialect, Reply
 from tether.agent.localserver.responses import PacedResponse
 from tether.agent.localserver.scripts import MODEL_PREFIX, Script, ScriptError, ScriptRegistry
@@ -63,6 +64,7 @@ class LocalModelServer:
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._endpoint(openai), methods=["POST"]),
+                Route("/v1/responses", self._endpoint(OpenAIResponses()), methods=["POST"]),
                 Route("/v1/messages", self._endpoint(anthropic), methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/health", self._health, methods=["GET"]),
@@ -103,7 +105,7 @@ class LocalModelServer:
 
     # -- request handling ---------------------------------------------------------
 
-    def _endpoint(self, dialect: Dialect) -> Any:
+    def _endpoint(self, dialect: Dialect) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             return await self._handle(dialect, request)
 

@@ -12,7 +12,9 @@ from tether.agent.localserver.turns import ToolCall
 from tether.errors import TetherError
 
 Role = Literal["system", "user", "assistant", "tool"]
-Api = Literal["openai.chat", "anthropic.messages"]
+Api = Literal["openai.chat", "openai.responses", "anthropic.messages"]
+# Body fields that change how a reply is delivered, not what it says.
+_TRANSPORT_ONLY = frozenset({"stream", "stream_options"})
 
 
 class BadRequest(TetherError):
@@ -68,18 +70,13 @@ class ModelRequest:
 
     @property
     def fingerprint(self) -> str:
-        """A hash of what the model sees: equal requests give equal replies and ids.
+        """A hash of the request body: equal requests give equal replies and ids.
 
-        `stream` is left out on purpose: a turn re-run after a crash may be fetched in
-        the other mode and must still get the same ids.
+        The streaming options are left out on purpose: a turn re-run after a crash may be
+        fetched in the other mode and must still get the same ids.
         """
-        seen = {
-            "api": self.api,
-            "model": self.model,
-            "system": self.body.get("system"),
-            "messages": self.body.get("messages"),
-            "tools": self.body.get("tools"),
-        }
+        seen = {k: v for k, v in self.body.items() if k not in _TRANSPORT_ONLY}
+        seen["_api"] = self.api
         canonical = json.dumps(seen, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
