@@ -113,3 +113,12 @@ async def test_module_entry_point_serves_the_demo_until_sigterm() -> None:
             process.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.wait_for(process.communicate(), timeout=20)
     assert process.returncode == 0, stderr.decode()
+
+
+async def test_one_server_object_cannot_serve_twice_at_once() -> None:
+    server = LocalModelServer()
+    async with serve_local_models(server):
+        with pytest.raises(RuntimeError, match="already serving"):
+            async with serve_local_models(server):
+                pass
+        assert server.base_url.startswith("http://127.0.0.1:")

@@ -1,5 +1,8 @@
 """A local, scripted model server that the official OpenAI and Anthropic SDKs talk to.
 
+Endpoints: OpenAI Chat Completions (`/v1/chat/completions`), OpenAI Responses
+(`/v1/responses`, stateless) and Anthropic Messages (`/v1/messages`), streaming or not.
+
 Tests and `tether demo` use it instead of a real provider: each model name
 `"script:<name>"` plays a deterministic script, and faults (429, 5xx, cut streams,
 latency) are injected per turn so retry and crash paths can be exercised for real.

@@ -91,7 +91,11 @@ class LocalModelServer:
         return self.base_url
 
     def inject(self, *faults: Fault) -> None:
-        """Serve these faults, in order, to the next requests whatever their model."""
+        """Serve these faults, in order, to the next requests whatever their model.
+
+        An injected fault still counts as an attempt of the request it hits, so it
+        shifts which of that turn's own `faults` the following requests get.
+        """
         self._injected.extend(faults)
 
     def requests_for(self, model: str) -> list[LoggedRequest]:

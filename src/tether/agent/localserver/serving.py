@@ -73,7 +73,8 @@ def _config(server: LocalModelServer, log_level: str) -> uvicorn.Config:
         access_log=False,
         log_level=log_level,
         log_config=None,
-        # A cut stream must not hold shutdown; keep-alive sockets close at once.
+        # Idle keep-alive connections close at once on shutdown; a client still
+        # reading a slow stream may hold it up for at most this long.
         timeout_graceful_shutdown=1,
     )
 
@@ -83,6 +84,8 @@ async def _serving(
     models: LocalModelServer, host: str, port: int, log_level: str
 ) -> AsyncIterator[None]:
     """Serve `models` until the block exits; enters the block once uvicorn is ready."""
+    if models._base_url is not None:
+        raise RuntimeError(f"this LocalModelServer is already serving at {models._base_url}")
     sock = _bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
     uvicorn_server = _Server(_config(models, log_level))
