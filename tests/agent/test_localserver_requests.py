@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -33,6 +35,7 @@ async def http(models: LocalModelServer) -> AsyncIterator[httpx.AsyncClient]:
             {"model": "script:x", "messages": [{"role": "tool", "content": "x"}]},
             "needs 'tool_call_id'",
         ),
+        ({"model": "script:x", "messages": OAI_USER, "n": 2}, "n=2 is not supported"),
     ],
 )
 async def test_malformed_openai_bodies_get_400_with_the_reason(
@@ -150,3 +153,24 @@ async def test_the_log_records_what_was_asked_and_answered(
     assert second.reply is not None and second.reply.text == "second"
     assert models.requests_for("script:log") == [first, second]
     assert models.requests_for("script:other") == []
+
+
+async def test_requests_are_served_concurrently(
+    models: LocalModelServer, oai: openai.AsyncOpenAI
+) -> None:
+    models.scripts.add("slow", [Turn(text="done", latency=0.3)])
+
+    started = time.monotonic()
+    replies = await asyncio.gather(
+        *(
+            oai.chat.completions.create(
+                model="script:slow", messages=[{"role": "user", "content": f"q{i}"}]
+            )
+            for i in range(5)
+        )
+    )
+    elapsed = time.monotonic() - started
+
+    assert [r.choices[0].message.content for r in replies] == ["done"] * 5
+    # Five 300 ms turns one after another would take 1.5 s.
+    assert elapsed < 0.9

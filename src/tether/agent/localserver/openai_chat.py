@@ -93,6 +93,10 @@ class OpenAIChat:
         if not raw_messages:
             raise BadRequest("'messages' must hold at least one message")
         tools = require(body, "tools", list, "a list") if body.get("tools") is not None else []
+        if body.get("n", 1) != 1:
+            # A script answers with one turn; silently returning fewer choices than asked
+            # would hide the mismatch.
+            raise BadRequest(f"n={body['n']} is not supported here: scripts give one choice")
         stream = bool(body.get("stream") or False)
         options = body.get("stream_options") or {}
         return ModelRequest(
