@@ -150,12 +150,15 @@ class LocalModelServer:
             return attempt, self._injected.popleft()
         return attempt, turn.faults[attempt] if attempt < len(turn.faults) else None
 
-    async def _answer(self, dialect: Dialect, request: ModelRequest, turn: Turn) -> Response:
-        attempt, fault = self._next_fault(request, turn)
-        status = 200
-        if fault is not None and not isinstance(fault, CutStream):
-            status = fault.status
-        reply = dialect.reply(request, turn) if status == 200 else None
+    def _log_answer(
+        self,
+        dialect: Dialect,
+        request: ModelRequest,
+        attempt: int,
+        fault: Fault | None,
+        status: int,
+        reply: Reply | None,
+    ) -> None:
         self.requests.append(
             LoggedRequest(
                 api=dialect.api,
@@ -169,10 +172,15 @@ class LocalModelServer:
                 reply=reply,
             )
         )
+
+    async def _answer(self, dialect: Dialect, request: ModelRequest, turn: Turn) -> Response:
+        attempt, fault = self._next_fault(request, turn)
         if fault is not None and not isinstance(fault, CutStream):
+            self._log_answer(dialect, request, attempt, fault, fault.status, None)
             body = dialect.error_body(fault.status, fault.message)
             return JSONResponse(body, status_code=fault.status, headers=fault.headers())
-        assert reply is not None
+        reply = dialect.reply(request, turn)
+        self._log_answer(dialect, request, attempt, fault, 200, reply)
         cut_after = fault.after_events if isinstance(fault, CutStream) else None
         if request.stream:
             frames = dialect.events(reply, include_usage=request.include_usage)
