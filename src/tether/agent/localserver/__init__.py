@@ -1,0 +1,46 @@
+"""A local, scripted model server that the official OpenAI and Anthropic SDKs talk to.
+
+Endpoints: OpenAI Chat Completions (`/v1/chat/completions`), OpenAI Responses
+(`/v1/responses`, stateless) and Anthropic Messages (`/v1/messages`), streaming or not.
+
+Tests and `tether demo` use it instead of a real provider: each model name
+`"script:<name>"` plays a deterministic script, and faults (429, 5xx, cut streams,
+latency) are injected per turn so retry and crash paths can be exercised for real.
+
+    async with serve_local_models({"research": [Turn(text="hi")]}) as server:
+        client = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key="x")
+"""
+
+from tether.agent.localserver.app import LocalModelServer, LoggedRequest
+from tether.agent.localserver.conversation import BadRequest, Message, ModelRequest, ToolSpec
+from tether.agent.localserver.faults import CutStream, Fault, RateLimited, ServerError
+from tether.agent.localserver.scripts import Script, ScriptError, ScriptRegistry, TurnList
+from tether.agent.localserver.serving import (
+    ServerStartError,
+    run_local_models,
+    serve_local_models,
+)
+from tether.agent.localserver.turns import ToolCall, Turn, Usage
+
+__all__ = [
+    "BadRequest",
+    "CutStream",
+    "Fault",
+    "LocalModelServer",
+    "LoggedRequest",
+    "Message",
+    "ModelRequest",
+    "RateLimited",
+    "Script",
+    "ScriptError",
+    "ScriptRegistry",
+    "ServerError",
+    "ServerStartError",
+    "ToolCall",
+    "ToolSpec",
+    "Turn",
+    "TurnList",
+    "Usage",
+    "run_local_models",
+    "serve_local_models",
+]
