@@ -1,0 +1,27 @@
+"""LLM agents on tether: model turns, concurrent tools and sub-agents, built on nodes."""
+
+from tether.agent.loop import Agent
+from tether.agent.messages import Message, ModelReply, ToolCallRequest, ToolSpec
+from tether.agent.pricing import cost_of, register_price
+from tether.agent.providers import AnthropicMessages, OpenAIChat, Provider, provider_for
+from tether.agent.retries import ModelError, ModelUnavailable
+from tether.agent.tools import Tool, ToolArgumentsError, tool
+
+__all__ = [
+    "Agent",
+    "AnthropicMessages",
+    "Message",
+    "ModelError",
+    "ModelReply",
+    "ModelUnavailable",
+    "OpenAIChat",
+    "Provider",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolCallRequest",
+    "ToolSpec",
+    "cost_of",
+    "provider_for",
+    "register_price",
+    "tool",
+]

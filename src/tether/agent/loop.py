@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -41,11 +42,14 @@ class Agent:
         tools: Sequence[Tool | Agent] = (),
         budget: Budget | None = None,
         description: str = "",
+        tool_name: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
         model_attempts: int = 6,
     ) -> None:
         self.name = name
+        # What a parent agent's model calls this agent by (names are global, tool names local).
+        self.tool_name = tool_name or name
         self.model = model
         self.system = system
         self.budget = budget
@@ -57,13 +61,14 @@ class Agent:
         self.subagents: dict[str, Agent] = {}
         for t in tools:
             if isinstance(t, Agent):
-                self.subagents[t.name] = t
+                self.subagents[t.tool_name] = t
             else:
                 self.tools[t.name] = t
         clash = set(self.tools) & set(self.subagents)
         if clash:
             raise ValueError(f"agent {name!r}: tool and sub-agent share names {sorted(clash)}")
         self._provider: Provider | None = None
+        self._provider_loop: asyncio.AbstractEventLoop | None = None
         self.registry = Registry(name, entry="turn")
         self.registry.add("turn", self._turn)
         self.registry.add("tool", self._tool, fallback=self._tool_failed)
@@ -77,13 +82,32 @@ class Agent:
 
     @property
     def provider(self) -> Provider:
-        if self._provider is None:
+        """The SDK client, made on first use (one per event loop: clients bind to their loop)."""
+        loop = asyncio.get_running_loop()
+        if self._provider is None or self._provider_loop is not loop:
             self._provider = provider_for(self.model, base_url=self.base_url, api_key=self.api_key)
+            self._provider_loop = loop
         return self._provider
+
+    async def aclose(self) -> None:
+        """Close the SDK clients of this agent and its sub-agents."""
+        if self._provider is not None:
+            await self._provider.close()
+            self._provider = None
+        for sub in self.subagents.values():
+            await sub.aclose()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def tool_specs(self) -> list[ToolSpec]:
         specs = [ToolSpec(t.name, t.description, t.schema) for t in self.tools.values()]
-        specs += [ToolSpec(a.name, a.description, SUBAGENT_SCHEMA) for a in self.subagents.values()]
+        specs += [
+            ToolSpec(a.tool_name, a.description, SUBAGENT_SCHEMA) for a in self.subagents.values()
+        ]
         return specs
 
     # -- the conversation, derived from the graph ------------------------------------

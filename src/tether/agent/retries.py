@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
-
-import httpx
 
 from tether.errors import TetherError
 
@@ -24,14 +22,20 @@ class ModelUnavailable(TetherError):
     """The provider kept failing with retryable errors until the attempts ran out."""
 
 
-def _status_and_headers(exc: BaseException) -> tuple[int | None, httpx.Headers | None]:
+# Errors that mean "the connection failed or was cut", whichever HTTP library the SDK uses
+# (httpx or httpx2): matched by class name along the exception's MRO.
+_TRANSPORT = {"TransportError", "APIConnectionError", "APITimeoutError"}
+
+
+def _status_and_headers(exc: BaseException) -> tuple[int | None, Mapping[str, str] | None]:
     response = getattr(exc, "response", None)
-    if isinstance(response, httpx.Response):
-        return response.status_code, response.headers
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int):
+        return status, getattr(response, "headers", None)
     return None, None
 
 
-def retry_after(headers: httpx.Headers | None) -> float | None:
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
     """Seconds the provider asked us to wait (`retry-after-ms`, then `Retry-After`)."""
     if headers is None:
         return None
@@ -51,8 +55,7 @@ def classify(exc: BaseException) -> tuple[bool, float | None]:
     status, headers = _status_and_headers(exc)
     if status is not None:
         return (status in _RETRY_STATUS or status >= 500), retry_after(headers)
-    name = type(exc).__name__
-    if isinstance(exc, httpx.TransportError) or name in ("APIConnectionError", "APITimeoutError"):
+    if any(cls.__name__ in _TRANSPORT for cls in type(exc).__mro__):
         return True, None  # includes a stream cut in the middle of a reply
     return False, None
 
