@@ -55,7 +55,7 @@ def run_ids(home: Path) -> list[dict[str, object]]:
 def test_demo_runs_to_a_final_answer(tmp_path: Path) -> None:
     out = tether(tmp_path, "demo", "--quiet").stdout
     assert "status: succeeded" in out
-    assert "subagent" in out and "joins 4" in out
+    assert "agent " in out and "joins 4" in out
     assert f"log: sqlite:///{tmp_path / '.tether' / 'tether.db'}" in out.replace("\n", "")
     assert answer(out).startswith("Answer to 'How do agents survive a rolling deploy?'")
 

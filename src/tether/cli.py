@@ -143,23 +143,28 @@ async def _execute_with(
 async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
-    from tether.demo.agent import agent
+    from tether.demo.agent import demo_models, research
 
     budget = parse_budget(args.budget) if args.budget else None
-    console.print(f"[bold]tether demo[/]: a research agent on a scripted model (log: {store.url})")
-    return await _execute(
-        store, args, lambda rt: rt.start(agent, {"question": args.question}, budget=budget)
-    )
+    async with demo_models(args.model) as model:
+        console.print(f"[bold]tether demo[/]: a research agent on {model} (log: {store.url})")
+        return await _execute(
+            store, args, lambda rt: research.run(rt, args.question, budget=budget)
+        )
 
 
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
-    budget = None
-    if args.budget:
-        graph = await Runtime(store).load(args.run_id)
-        budget = parse_budget(args.budget, graph)
+    graph = await Runtime(store).load(args.run_id)
+    budget = parse_budget(args.budget, graph) if args.budget else None
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
-    return await _execute(store, args, lambda rt: rt.resume(args.run_id, budget=budget))
+    models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+    if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
+        from tether.demo.agent import demo_models
+
+        models = demo_models(args.model)
+    async with models:
+        return await _execute(store, args, lambda rt: rt.resume(args.run_id, budget=budget))
 
 
 async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
@@ -273,6 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     resume.set_defaults(fn=cmd_resume)
     for p in (demo, resume):
         p.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
+        p.add_argument(
+            "--model",
+            help="demo model, e.g. openai:gpt-4.1 (needs OPENAI_API_KEY); default: scripted",
+        )
         p.add_argument(
             "--grace", type=float, default=25.0, help="seconds in-flight nodes get on SIGTERM"
         )

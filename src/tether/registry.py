@@ -11,7 +11,7 @@ from tether.errors import UnknownAgent, UnknownNodeKind
 
 _REGISTRIES: dict[str, Registry] = {}
 # Agents that ship with tether, importable by a short name.
-_BUILTIN = {"demo": "tether.demo.agent:agent"}
+_BUILTIN = {"demo": "tether.demo.agent:agent", "demo.analyst": "tether.demo.agent:agent"}
 
 
 @dataclass(frozen=True, slots=True)
