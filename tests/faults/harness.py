@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 import asyncpg
 
 import tether
+from tests.faults.agent import EFFECTS_SQL, expected, node_ids
 from tether.records import decode_log
 from tether.runtime import Runtime
 from tether.store.postgres import PostgresStore
-from tests.faults.agent import EFFECTS_SQL, expected, node_ids
 
 T = TypeVar("T")
 AGENT = "tests.faults.agent:agent"
@@ -131,21 +131,23 @@ class WorkerProc:
 
     def kill(self) -> None:
         self.signal(signal.SIGKILL)
-        self.proc.wait(10)
+        self.wait(10)
 
     def wait(self, timeout: float) -> int | None:
+        """The exit code, or None if still running after `timeout` seconds."""
         try:
-            return self.proc.wait(timeout)
+            code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return code
 
     def stop(self, timeout: float = 60) -> int:
         """SIGTERM, and the exit code of the drain."""
         self.signal(signal.SIGTERM)
         code = self.wait(timeout)
         assert code is not None, f"worker {self.pid} did not exit after SIGTERM\n{self.log}"
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
         return code
 
 
