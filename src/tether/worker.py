@@ -114,6 +114,14 @@ class Worker:
     # -- one run -----------------------------------------------------------------
 
     async def _execute(self, claim: Claim) -> None:
+        try:
+            await self._execute_and_release(claim)
+        finally:  # also when cancelled (a lost lease): the run is no longer ours
+            self._held.pop(claim.run_id, None)
+            self._tasks.pop(claim.run_id, None)
+            self._slot_freed.set()
+
+    async def _execute_and_release(self, claim: Claim) -> None:
         run_id, epoch = claim.run_id, claim.epoch
         status: Status | None = None
         reason: str | None = None
@@ -140,13 +148,8 @@ class Worker:
         except Exception as exc:
             log.exception("run %s: execution failed", run_id)
             status, reason = Status.FAILED, f"worker error: {type(exc).__name__}: {exc}"
-        try:
-            if status is not None:
-                await self._release(claim, status, reason)
-        finally:
-            self._held.pop(run_id, None)
-            self._tasks.pop(run_id, None)
-            self._slot_freed.set()
+        if status is not None:
+            await self._release(claim, status, reason)
 
     async def _release(self, claim: Claim, status: Status, reason: str | None) -> None:
         faults.hit("before_release")

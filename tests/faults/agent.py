@@ -85,7 +85,13 @@ async def _effect(ctx: Context) -> None:
                 os.getpid(),
             )
             return
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        # InternalClientError: asyncpg's report of a FATAL that lands mid-protocol (restart).
+        except (
+            OSError,
+            asyncpg.PostgresError,
+            asyncpg.InterfaceError,
+            asyncpg.InternalClientError,
+        ) as exc:
             if time.monotonic() > deadline:
                 raise StoreUnavailable(f"effects: {exc}") from exc
             await asyncio.sleep(0.1)
