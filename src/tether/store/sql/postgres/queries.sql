@@ -100,13 +100,15 @@ SELECT epoch FROM runs WHERE run_id = $1;
 -- name: claim
 -- Take up to $2 runnable top-level runs for owner $1 with a lease of $3 seconds, each at
 -- a new epoch. SKIP LOCKED lets workers claim side by side without waiting on each other;
--- the lease is timed by the database's clock so workers with skewed clocks agree.
+-- the lease is timed by the database's clock so workers with skewed clocks agree. A run
+-- paused by a drain is runnable once released (lease_until cleared), not while its
+-- worker still holds it between the pause record and the release.
 WITH picked AS (
     SELECT run_id FROM runs
     WHERE parent_run_id IS NULL
       AND status IN ('queued', 'paused', 'running')
       AND (status = 'queued'
-           OR (status = 'paused' AND reason = 'drain')
+           OR (status = 'paused' AND reason = 'drain' AND lease_until IS NULL)
            OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
     ORDER BY created_at
     LIMIT $2
