@@ -87,7 +87,7 @@ def _runnable(info: RunInfo, now: float) -> bool:
     if info.status is Status.QUEUED:
         return True
     if info.status is Status.PAUSED:
-        return info.reason == DRAIN and info.lease_until is None
+        return info.reason == DRAIN and (info.lease_until is None or info.lease_until < now)
     return info.status is Status.RUNNING and info.lease_until is not None and info.lease_until < now
 
 

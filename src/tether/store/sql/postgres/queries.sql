@@ -102,13 +102,15 @@ SELECT epoch FROM runs WHERE run_id = $1;
 -- a new epoch. SKIP LOCKED lets workers claim side by side without waiting on each other;
 -- the lease is timed by the database's clock so workers with skewed clocks agree. A run
 -- paused by a drain is runnable once released (lease_until cleared), not while its
--- worker still holds it between the pause record and the release.
+-- worker still holds it between the pause record and the release (unless that worker
+-- died there and its lease ran out).
 WITH picked AS (
     SELECT run_id FROM runs
     WHERE parent_run_id IS NULL
       AND status IN ('queued', 'paused', 'running')
       AND (status = 'queued'
-           OR (status = 'paused' AND reason = 'drain' AND lease_until IS NULL)
+           OR (status = 'paused' AND reason = 'drain'
+               AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
            OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
     ORDER BY created_at
     LIMIT $2

@@ -63,7 +63,8 @@ WHERE run_id IN (
     WHERE parent_run_id IS NULL
       AND status IN ('queued', 'paused', 'running')
       AND (status = 'queued'
-           OR (status = 'paused' AND reason = 'drain' AND lease_until IS NULL)
+           OR (status = 'paused' AND reason = 'drain'
+               AND (lease_until IS NULL OR lease_until < :now))
            OR (status = 'running' AND lease_until < :now))
     ORDER BY created_at
     LIMIT :limit
