@@ -237,6 +237,9 @@ class Runtime:
         elif parent.epoch is not None:
             # A worker owns the parent: the child gets an epoch of its own, taken only while
             # the parent's epoch is current, so a fenced-off parent's child is fenced too.
+            # Child rows are never claimed on their own (claim skips parent_run_id rows).
+            # Only seq 0 (RunStarted, from create) is written unfenced: it is a function of
+            # the parent's node, and a second create of the same child is RunExists.
             epoch = await self.store.leases.adopt_child(
                 run_id, self.owner, parent.graph.run_id, parent.epoch
             )
