@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from tether.store.base import Store
 from tether.store.postgres_db import PgPool, wrap_errors
+from tether.store.postgres_leases import PostgresLeases
 from tether.store.postgres_log import PostgresLog
 from tether.store.postgres_runs import PostgresRuns
 from tether.store.queries import load_migrations, load_queries
@@ -44,6 +45,8 @@ class PostgresStore(Store):
         self._db = PgPool(url, min_size=min_size, max_size=max_size)
         self.log = PostgresLog(self._db)
         self.runs = PostgresRuns(self._db)
+        self._leases = PostgresLeases(self._db)
+        self.leases = self._leases
 
     @property
     def pool_size(self) -> tuple[int, int]:
@@ -55,6 +58,7 @@ class PostgresStore(Store):
         await self._db.open()
 
     async def close(self) -> None:
+        await self._leases.close()
         await self._db.close()
 
     async def migrate(self) -> list[str]:
