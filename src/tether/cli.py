@@ -393,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "db":  # migrating must not go through open(), which migrates
@@ -402,6 +402,19 @@ def main(argv: list[str] | None = None) -> int:
     except TetherError as exc:
         console.print(f"[red]error:[/] {exc}")
         return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script: run the command, then leave without finalizing the interpreter.
+
+    obstore's Rust runtime (the S3 blob store) can abort with SIGABRT while the interpreter
+    finalizes; everything is flushed and closed by then, so skip finalization.
+    """
+    code = run(argv)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -49,9 +49,12 @@ CHILD = textwrap.dedent(
             await round_trip(store, 17)
             baseline = peak_mb()
             await round_trip(store, int(sys.argv[2]))
-            print(json.dumps({"baseline_mb": baseline, "peak_mb": peak_mb()}))
+            print(json.dumps({"baseline_mb": baseline, "peak_mb": peak_mb()}), flush=True)
 
     asyncio.run(main())
+    # obstore's Rust runtime can abort (SIGABRT) while the interpreter finalizes after
+    # heavy use; the measurement is done, so leave without finalizing (as the CLI does).
+    os._exit(0)
     """
 )
 
