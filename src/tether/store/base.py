@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -60,6 +60,30 @@ class LogStore(ABC):
     async def read_all(self, run_id: str) -> list[bytes]:
         """Return the run's record bytes in seq order (the rehydration path)."""
         return [record for _, record in await self.read(run_id)]
+
+    def listener(self, on_append: AppendListener) -> LogListener | None:
+        """A listener for appends made by any process, or None if the backend has none.
+
+        `on_append(run_id, seq)` says records up to `seq` of `run_id` are durable;
+        `on_append(None, -1)` says some may have been missed (the listener reconnected),
+        so whoever tails a log should read it again.
+        """
+        return None
+
+
+AppendListener = Callable[[str | None, int], None]
+
+
+class LogListener(ABC):
+    """Cross-process wakeups for log tailers (PostgreSQL LISTEN); owned and closed by its user."""
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Start listening; returns once the first LISTEN is in place."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Stop listening and release the connection."""
 
 
 class RunTable(ABC):

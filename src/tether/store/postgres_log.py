@@ -7,8 +7,9 @@ from collections.abc import Sequence
 import asyncpg
 
 from tether.errors import ConflictingRecord, StaleEpoch, StoreError
-from tether.store.base import LogStore
-from tether.store.postgres_db import PgPool, rowcount
+from tether.store.base import AppendListener, LogListener, LogStore
+from tether.store.postgres_db import PgPool
+from tether.store.postgres_listen import PostgresLogListener
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
@@ -45,16 +46,18 @@ class PostgresLog(LogStore):
         async with self._db.connection() as conn:
             try:
                 if epoch is None:
-                    status = await conn.execute(Q["append"], run_id, seqs, records)
+                    inserted = await conn.fetchval(Q["append"], run_id, seqs, records)
                 else:
-                    status = await conn.execute(Q["append_fenced"], run_id, seqs, records, epoch)
+                    inserted = await conn.fetchval(
+                        Q["append_fenced"], run_id, seqs, records, epoch
+                    )
             except asyncpg.NotNullViolationError as exc:
                 if exc.column_name != "seq":
                     raise
                 # The statement's signal that a different record holds one of these seqs:
                 # it aborted, so nothing of this call landed. Find the seq to name it.
-                conflict, status = True, "INSERT 0 0"
-            if rowcount(status) == len(entries):
+                conflict, inserted = True, 0
+            if inserted == len(entries):
                 return
             # The slow path, only for retries, conflicts and fenced-off appends.
             rows = await conn.fetch(Q["records_at"], run_id, seqs)
@@ -83,3 +86,6 @@ class PostgresLog(LogStore):
     async def read_all(self, run_id: str) -> list[bytes]:
         rows = await self._db.fetch(Q["read_all"], run_id)
         return [row[0] for row in rows]
+
+    def listener(self, on_append: AppendListener) -> LogListener:
+        return PostgresLogListener(self._db, on_append)

@@ -1,0 +1,93 @@
+"""LISTEN for the NOTIFY that each append batch sends, on one connection outside the pool."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import asyncpg
+
+from tether.store.base import AppendListener, LogListener
+from tether.store.postgres_db import PgPool
+
+log = logging.getLogger("tether.store.postgres")
+
+CHANNEL = "tether_log"
+
+
+class PostgresLogListener(LogListener):
+    """Calls `on_append(run_id, seq)` for every committed append batch of any process.
+
+    The connection is dedicated: a pooled one would be handed to other queries and its
+    LISTEN lost. When it drops, it is reopened with back-off and `on_append(None, -1)`
+    tells tailers to read again, since notifications sent meanwhile are gone.
+    """
+
+    def __init__(self, db: PgPool, on_append: AppendListener) -> None:
+        self._db = db
+        self._on_append = on_append
+        self._task: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="tether-log-listener")
+        ready = asyncio.create_task(self._listening.wait())
+        try:
+            await asyncio.wait([self._task, ready], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+        if self._task.done():
+            self._task.result()  # re-raise why it could not start
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        run_id, _, seq = str(payload).rpartition(":")
+        try:
+            self._on_append(run_id, int(seq))
+        except ValueError:
+            log.warning("ignoring a malformed %s notification %r", CHANNEL, payload)
+
+    async def _run(self) -> None:
+        delay = 0.05
+        first = True
+        while True:
+            try:
+                conn = await self._db.connect_one()
+            except Exception as exc:
+                if first:
+                    raise
+                log.warning("log listener: reconnect failed (%s); retrying in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            lost = asyncio.Event()
+            conn.add_termination_listener(lambda _c: lost.set())
+            try:
+                await conn.add_listener(CHANNEL, self._notified)
+                if not first:
+                    self._on_append(None, -1)  # appends made while we were away
+                first, delay = False, 0.05
+                self._listening.set()
+                await lost.wait()
+                log.warning("log listener: connection lost; reconnecting")
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+                log.warning("log listener: %s; reconnecting", exc)
+            finally:
+                await _close_quietly(conn)
+
+
+async def _close_quietly(conn: asyncpg.Connection) -> None:
+    if conn.is_closed():
+        return
+    try:
+        await asyncio.wait_for(conn.close(), timeout=2)
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
+        conn.terminate()
