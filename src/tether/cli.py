@@ -22,6 +22,7 @@ from tether.executor import Outcome
 from tether.graph import Graph
 from tether.inspect import run_view
 from tether.records import Record
+from tether.registry import resolve_agent
 from tether.runtime import Runtime
 from tether.store import Status, Store, default_url, migrate_url, store_from_url
 
@@ -241,6 +242,44 @@ async def cmd_blobs_verify(store: Store, args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
+    import secrets
+
+    from tether.server import EmbeddedLauncher, StreamSettings, TetherServer
+    from tether.server.serve import serve
+
+    if args.speed is not None:
+        os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
+    token = args.token or os.environ.get("TETHER_API_TOKEN")
+    generated = not token
+    token = token or secrets.token_urlsafe(24)
+    agents = args.agent or ["demo"]
+    for name in agents:  # import them now: a bad name fails here, and adopted runs find theirs
+        resolve_agent(name)
+    async with _open_blobs(store, args) as blobs:
+        runtime = Runtime(store, grace=args.grace, blobs=blobs)
+        # Embedded: this process executes the runs it starts. On SQLite no other process
+        # executes, so runs left running or drained by a previous server are taken up.
+        launcher = EmbeddedLauncher(runtime, adopt=store.url.startswith("sqlite:"))
+        server = TetherServer(
+            store,
+            launcher,
+            token=token,
+            blobs=blobs,
+            agents=agents,
+            streams=StreamSettings(max_duration_s=args.max_stream, poll_s=args.poll),
+        )
+
+        def ready(url: str) -> None:
+            print(f"tether serve: listening on {url} (store {store.url})", flush=True)
+            if generated:
+                print(f"API token: {token} (set TETHER_API_TOKEN or --token)", flush=True)
+
+        await serve(server, args.host, args.port, on_ready=ready, log_level=args.log_level)
+    print("tether serve: stopped", flush=True)
+    return 0
+
+
 async def cmd_migrate(args: argparse.Namespace) -> int:
     applied = await migrate_url(args.db)
     where = (args.db or default_url()).split("@")[-1]
@@ -305,6 +344,26 @@ def build_parser() -> argparse.ArgumentParser:
     verify = blobs_sub.add_parser("verify", help="check every blob a run points to")
     verify.add_argument("run_id")
     verify.set_defaults(fn=cmd_blobs_verify)
+
+    srv = sub.add_parser("serve", help="the HTTP API and live run pages")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    srv.add_argument("--token", help="API bearer token (default: $TETHER_API_TOKEN)")
+    srv.add_argument(
+        "--agent",
+        action="append",
+        help="an agent callers may start (name or module:attribute); repeat; default: demo",
+    )
+    srv.add_argument(
+        "--max-stream", type=float, default=60.0, help="seconds an event stream lasts (60)"
+    )
+    srv.add_argument(
+        "--poll", type=float, default=1.0, help="streams read the log at least this often (s)"
+    )
+    srv.add_argument("--grace", type=float, default=25.0, help="seconds nodes get on SIGTERM")
+    srv.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
+    srv.add_argument("--log-level", default="warning")
+    srv.set_defaults(fn=cmd_serve)
 
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)

@@ -69,7 +69,7 @@ class PostgresLogListener(LogListener):
                 delay = min(delay * 2, 2.0)
                 continue
             lost = asyncio.Event()
-            conn.add_termination_listener(lambda _c: lost.set())
+            conn.add_termination_listener(_setter(lost))
             try:
                 await conn.add_listener(CHANNEL, self._notified)
                 if not first:
@@ -82,6 +82,10 @@ class PostgresLogListener(LogListener):
                 log.warning("log listener: %s; reconnecting", exc)
             finally:
                 await _close_quietly(conn)
+
+
+def _setter(event: asyncio.Event) -> Any:
+    return lambda _conn: event.set()
 
 
 async def _close_quietly(conn: asyncpg.Connection) -> None:

@@ -48,9 +48,7 @@ class PostgresLog(LogStore):
                 if epoch is None:
                     inserted = await conn.fetchval(Q["append"], run_id, seqs, records)
                 else:
-                    inserted = await conn.fetchval(
-                        Q["append_fenced"], run_id, seqs, records, epoch
-                    )
+                    inserted = await conn.fetchval(Q["append_fenced"], run_id, seqs, records, epoch)
             except asyncpg.NotNullViolationError as exc:
                 if exc.column_name != "seq":
                     raise
