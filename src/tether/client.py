@@ -143,6 +143,7 @@ class TetherClient:
         delay = 0.1
         failing_since: float | None = None
         while True:
+            connected = False
             headers = {"Last-Event-ID": str(last)} if last >= 0 else {}
             params = {"tokens": "1"} if tokens else {}
             try:
@@ -164,7 +165,7 @@ class TetherClient:
                             err.get("type", "http"),
                             err.get("message", ""),
                         )
-                    failing_since, delay = None, 0.1
+                    failing_since, delay, connected = None, 0.1, True
                     async for kind, data, retry_ms in _messages(response):
                         if retry_ms is not None:
                             delay = retry_ms / 1000
@@ -182,6 +183,11 @@ class TetherClient:
                         elif kind is not None:
                             yield RunEvent(kind, data)
             except (httpx.TransportError, httpx.StreamError):
+                if failing_since is None and connected:
+                    # A working stream was cut (a gateway timeout, a replica going away):
+                    # reconnect at once; back off only while connecting fails.
+                    failing_since, delay = time.monotonic(), 0.0
+                    continue
                 now = time.monotonic()
                 failing_since = failing_since or now
                 if now - failing_since > give_up_after:

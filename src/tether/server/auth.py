@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 PUBLIC = frozenset({"/healthz", "/readyz"})
 COOKIE = "tether_token"
+QUERY_TOKEN_OK = "tether_query_token_ok"
 
 
 class BearerAuth:
@@ -36,13 +37,16 @@ class BearerAuth:
             return True
         if scope["method"] not in ("GET", "HEAD"):
             return False
-        cookie = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
-        if COOKIE in cookie and self._ok(cookie[COOKIE].value):
-            return True
-        if scope["path"].startswith("/runs/"):  # the page trades ?token= for the cookie
+        if scope["path"].startswith("/runs/"):
+            # The page trades ?token= for the cookie: a token given there is judged alone,
+            # and the page sets the cookie only when the state says it was right.
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-            return self._ok(query.get("token", [None])[-1])
-        return False
+            if "token" in query:
+                ok = self._ok(query["token"][-1])
+                scope.setdefault("state", {})[QUERY_TOKEN_OK] = ok
+                return ok
+        cookie = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
+        return COOKIE in cookie and self._ok(cookie[COOKIE].value)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC or self.allowed(scope):

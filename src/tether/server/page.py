@@ -10,7 +10,7 @@ from importlib import resources
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from tether.server.auth import COOKIE
+from tether.server.auth import COOKIE, QUERY_TOKEN_OK
 
 
 @cache
@@ -21,7 +21,7 @@ def _asset(name: str) -> str:
 async def run_page(request: Request) -> Response:
     run_id = request.path_params["run_id"]
     token = request.query_params.get("token")
-    if token:
+    if token and request.scope.get("state", {}).get(QUERY_TOKEN_OK):
         # The token came in the URL (the auth check passed): keep it in a cookie the
         # page's EventSource sends, and drop it from the address bar and history.
         response: Response = RedirectResponse(request.url.path, status_code=303)

@@ -97,11 +97,14 @@ async def serve(
     finally:
         ready.cancel()
         stopping.cancel()
-        for sig in signals:
-            loop.remove_signal_handler(sig)
-        # Runs pause (recorded) and streams end with a retry hint before uvicorn waits
-        # for connections: a stream left open would hold the shutdown up.
-        await server.close()
-        uv.should_exit = True
-        await serving
-        sock.close()
+        try:
+            # Runs pause (recorded) and streams end with a retry hint before uvicorn waits
+            # for connections: a stream left open would hold the shutdown up.
+            await server.close()
+            uv.should_exit = True
+            await serving
+        finally:
+            # Only now: a second signal during the drain must not kill the process.
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+            sock.close()
