@@ -49,8 +49,8 @@ def page_state(driver: WebDriver) -> dict[str, Any]:
     return state
 
 
-async def wait_page(driver: WebDriver, check: Any, timeout: float = 60) -> dict[str, Any]:
-    async with asyncio.timeout(timeout):
+async def wait_page(driver: WebDriver, check: Any, within: float = 60) -> dict[str, Any]:
+    async with asyncio.timeout(within):
         while True:
             state = page_state(driver)
             if check(state):
@@ -73,9 +73,9 @@ async def test_the_page_draws_the_run_as_it_grows_across_a_server_restart(
         before = await wait_page(browser, lambda s: s["completedDrawn"] >= 4)
         assert before["status"] == "running" and not before["finished"]
         server.stop(signal.SIGKILL)  # no drain: the page sees its stream cut
-        await wait_page(browser, lambda s: "reconnecting" in browser.page_source, timeout=30)
+        await wait_page(browser, lambda s: "reconnecting" in browser.page_source, within=30)
         server = start_server(tmp_path, db, port=port)  # takes the orphaned run up again
-        after = await wait_page(browser, lambda s: s["finished"], timeout=90)
+        after = await wait_page(browser, lambda s: s["finished"], within=90)
         browser.save_screenshot(str(tmp_path / "page.png"))
     finally:
         server.stop()

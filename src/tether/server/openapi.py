@@ -25,7 +25,7 @@ def _err(description: str) -> dict[str, Any]:
 _RUN_ID = {"name": "run_id", "in": "path", "required": True,
            "schema": {"type": "string", "minLength": 1, "maxLength": 400}}  # fmt: skip
 _AUTH = {"401": _err("missing or wrong bearer token")}
-_UNKNOWN = {"404": _err("no such run")}
+_UNKNOWN = {"404": _err("no such run"), "400": _err("malformed run id or parameter")}
 
 
 def _op(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
