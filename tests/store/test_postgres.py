@@ -90,7 +90,7 @@ async def test_a_claim_waits_for_an_in_flight_fenced_append(
     # The store's own statement, held open in a transaction: an append in flight.
     pending = appender.transaction()
     await pending.start()
-    assert await appender.fetchval(Q["append_fenced"], "r", [1], [b"a"], 0) == 1
+    assert await appender.execute(Q["append_fenced"], "r", [1], [b"a"], 0) == "INSERT 0 1"
 
     async with asyncio.TaskGroup() as tg:
         claim = tg.create_task(

@@ -42,7 +42,8 @@ class PostgresStore(Store):
     def __init__(self, url: str, *, min_size: int | None = None, max_size: int | None = None):
         self.url = url
         self._db = PgPool(url, min_size=min_size, max_size=max_size)
-        self.log = PostgresLog(self._db)
+        self._log = PostgresLog(self._db)
+        self.log = self._log
         self.runs = PostgresRuns(self._db)
 
     @property
@@ -55,6 +56,7 @@ class PostgresStore(Store):
         await self._db.open()
 
     async def close(self) -> None:
+        await self._log.close()
         await self._db.close()
 
     async def migrate(self) -> list[str]:

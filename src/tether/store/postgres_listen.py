@@ -1,4 +1,4 @@
-"""LISTEN for the NOTIFY that each append batch sends, on one connection outside the pool."""
+"""NOTIFY after appends (coalesced, off the append path), and LISTEN for those notifications."""
 
 from __future__ import annotations
 
@@ -11,10 +11,55 @@ import asyncpg
 
 from tether.store.base import AppendListener, LogListener
 from tether.store.postgres_db import PgPool
+from tether.store.queries import load_queries
 
 log = logging.getLogger("tether.store.postgres")
 
 CHANNEL = "tether_log"
+Q = load_queries("postgres")
+
+
+class AppendNotifier:
+    """Sends `run_id:seq` on CHANNEL for appends, many per statement, one statement at a time.
+
+    `note()` returns at once: the append has committed and its caller goes on. While one
+    notify statement is in flight, later appends gather (a run keeps only its highest
+    seq) and go out together in the next: one round trip per batch of appends, whatever
+    the concurrency, and never a lock taken in the appends' own commits.
+    """
+
+    def __init__(self, db: PgPool) -> None:
+        self._db = db
+        self._pending: dict[str, int] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.sent = 0
+        self.statements = 0
+
+    def note(self, run_id: str, seq: int) -> None:
+        if seq > self._pending.get(run_id, -1):
+            self._pending[run_id] = seq
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._send())
+
+    async def _send(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, {}
+            payloads = [f"{run_id}:{seq}" for run_id, seq in batch.items()]
+            try:
+                async with self._db.connection() as conn:
+                    await conn.fetchval(Q["notify_appends"], payloads)
+            except Exception as exc:
+                # Streams fall back to their poll; a lost wakeup delays, never loses, a record.
+                log.warning("could not notify %d appends: %s", len(payloads), exc)
+                return
+            self.sent += len(payloads)
+            self.statements += 1
+
+    async def close(self) -> None:
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await self._task
+            self._task = None
 
 
 class PostgresLogListener(LogListener):

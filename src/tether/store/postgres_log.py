@@ -8,8 +8,8 @@ import asyncpg
 
 from tether.errors import ConflictingRecord, StaleEpoch, StoreError
 from tether.store.base import AppendListener, LogListener, LogStore
-from tether.store.postgres_db import PgPool
-from tether.store.postgres_listen import PostgresLogListener
+from tether.store.postgres_db import PgPool, rowcount
+from tether.store.postgres_listen import AppendNotifier, PostgresLogListener
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
@@ -33,6 +33,11 @@ def _unique(run_id: str, entries: Sequence[tuple[int, bytes]]) -> Sequence[tuple
 class PostgresLog(LogStore):
     def __init__(self, db: PgPool) -> None:
         self._db = db
+        self._notifier = AppendNotifier(db)
+
+    async def close(self) -> None:
+        """Send the notifications still pending, then stop the notifier."""
+        await self._notifier.close()
 
     async def append(
         self, run_id: str, entries: Sequence[tuple[int, bytes]], *, epoch: int | None = None
@@ -46,16 +51,17 @@ class PostgresLog(LogStore):
         async with self._db.connection() as conn:
             try:
                 if epoch is None:
-                    inserted = await conn.fetchval(Q["append"], run_id, seqs, records)
+                    status = await conn.execute(Q["append"], run_id, seqs, records)
                 else:
-                    inserted = await conn.fetchval(Q["append_fenced"], run_id, seqs, records, epoch)
+                    status = await conn.execute(Q["append_fenced"], run_id, seqs, records, epoch)
             except asyncpg.NotNullViolationError as exc:
                 if exc.column_name != "seq":
                     raise
                 # The statement's signal that a different record holds one of these seqs:
                 # it aborted, so nothing of this call landed. Find the seq to name it.
-                conflict, inserted = True, 0
-            if inserted == len(entries):
+                conflict, status = True, "INSERT 0 0"
+            if rowcount(status) == len(entries):
+                self._notifier.note(run_id, seqs[-1])
                 return
             # The slow path, only for retries, conflicts and fenced-off appends.
             rows = await conn.fetch(Q["records_at"], run_id, seqs)
