@@ -13,7 +13,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import checkpoint, growth, memory, overlap, rehydrate, scheduling, throughput
+from bench import (
+    agent_turns,
+    checkpoint,
+    growth,
+    memory,
+    overlap,
+    rehydrate,
+    scheduling,
+    throughput,
+)
 from bench.common import Line, Settings, drop_pg, prepare_pg
 from bench.report import print_table, write_json, write_png
 
@@ -25,6 +34,7 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "overlap": overlap.run,
     "growth": growth.run,
     "memory": memory.run,
+    "agent": agent_turns.run,
 }
 # Families that need the PostgreSQL bench database.
 NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth"}

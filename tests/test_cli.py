@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import tether as tether_pkg
+
 ANSWER = re.compile(r"result: (Answer to .*)")
 
 
@@ -38,6 +40,8 @@ def tether(
 def env(home: Path) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
     e.update(TETHER_DATA_DIR=str(home / ".tether"), COLUMNS="250", TETHER_DEMO_SPEED="0")
+    # The subprocess runs this tether (a worktree's or an installed one), from any cwd.
+    e["PYTHONPATH"] = str(Path(tether_pkg.__file__).resolve().parent.parent)
     return e
 
 
@@ -55,7 +59,7 @@ def run_ids(home: Path) -> list[dict[str, object]]:
 def test_demo_runs_to_a_final_answer(tmp_path: Path) -> None:
     out = tether(tmp_path, "demo", "--quiet").stdout
     assert "status: succeeded" in out
-    assert "subagent" in out and "joins 4" in out
+    assert "agent " in out and "joins 4" in out
     assert f"log: sqlite:///{tmp_path / '.tether' / 'tether.db'}" in out.replace("\n", "")
     assert answer(out).startswith("Answer to 'How do agents survive a rolling deploy?'")
 

@@ -6,9 +6,11 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -144,23 +146,60 @@ async def _execute_with(
 async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
-    from tether.demo.agent import agent
+    from tether.demo.agent import demo_models, research
 
     budget = parse_budget(args.budget) if args.budget else None
-    console.print(f"[bold]tether demo[/]: a research agent on a scripted model (log: {store.url})")
-    return await _execute(
-        store, args, lambda rt: rt.start(agent, {"question": args.question}, budget=budget)
-    )
+    async with demo_models(args.model) as model:
+        console.print(f"[bold]tether demo[/]: a research agent on {model} (log: {store.url})")
+        return await _execute(
+            store, args, lambda rt: research.run(rt, args.question, budget=budget)
+        )
 
 
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
-    budget = None
-    if args.budget:
-        graph = await Runtime(store).load(args.run_id)
-        budget = parse_budget(args.budget, graph)
+    graph = await Runtime(store).load(args.run_id)
+    budget = parse_budget(args.budget, graph) if args.budget else None
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
-    return await _execute(store, args, lambda rt: rt.resume(args.run_id, budget=budget))
+    models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+    if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
+        from tether.demo.agent import demo_models
+
+        models = demo_models(args.model)
+    async with models:
+        return await _execute(store, args, lambda rt: rt.resume(args.run_id, budget=budget))
+
+
+async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
+    from tether.worker import Worker
+
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s",
+    )
+    runtime = Runtime(store, grace=args.grace)
+    worker = Worker(runtime, concurrency=args.concurrency, lease_ttl=args.lease_ttl, poll=args.poll)
+    # A signal handler only sets events (loop.add_signal_handler, so they reach the loop);
+    # the worker decides: the first drains, a second cancels what is still in flight.
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, worker.stop)
+    print(f"worker {runtime.owner} ready on {store.url.split('@')[-1]}", flush=True)
+    await worker.run()
+    print(f"worker {runtime.owner} stopped: {worker.statistics()}", flush=True)
+    return 0
+
+
+async def cmd_submit(store: Store, args: argparse.Namespace) -> int:
+    try:
+        value = json.loads(args.input) if args.input is not None else None
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"bad --input: not JSON ({exc})") from None
+    budget = parse_budget(args.budget) if args.budget else None
+    run_id = await Runtime(store).submit(args.agent, value, run_id=args.run_id, budget=budget)
+    print(run_id)
+    return 0
 
 
 async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
@@ -173,12 +212,16 @@ async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
 
     table = Table("run id", "agent", "status", "reason", "owner", "epoch", "lease")
     for r in rows:
-        lease = "-" if r.lease_until is None else f"until {r.lease_until:.0f}"
+        lease = "-" if r.lease_until is None else _lease_state(r.lease_until - time.time())
         table.add_row(
             r.run_id, r.agent, r.status.value, r.reason or "", r.owner or "-", str(r.epoch), lease
         )
     console.print(table)
     return 0
+
+
+def _lease_state(left: float) -> str:
+    return f"{left:.1f}s left" if left >= 0 else f"expired {-left:.1f}s ago"
 
 
 def _run_row(r: Any) -> dict[str, Any]:
@@ -313,9 +356,33 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (demo, resume):
         p.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
         p.add_argument(
+            "--model",
+            help="demo model, e.g. openai:gpt-4.1 (needs OPENAI_API_KEY); default: scripted",
+        )
+        p.add_argument(
             "--grace", type=float, default=25.0, help="seconds in-flight nodes get on SIGTERM"
         )
         p.add_argument("--quiet", action="store_true", help="no live progress display")
+
+    worker = sub.add_parser("worker", help="execute queued and orphaned runs of this store")
+    worker.add_argument("--concurrency", type=int, default=16, help="runs executed at once")
+    worker.add_argument(
+        "--grace", type=float, default=25.0, help="seconds in-flight nodes get on SIGTERM"
+    )
+    worker.add_argument(
+        "--lease-ttl", type=float, default=5.0, help="seconds a claim lasts unless renewed"
+    )
+    worker.add_argument(
+        "--poll", type=float, default=1.0, help="seconds between looks for expired leases"
+    )
+    worker.set_defaults(fn=cmd_worker)
+
+    submit = sub.add_parser("submit", help="queue a run for the workers; prints its id")
+    submit.add_argument("agent", help="agent name, module:attribute, or tether.agents entry point")
+    submit.add_argument("--input", help="the run's input as JSON")
+    submit.add_argument("--budget", help="limits, e.g. nodes=8,tokens=5000")
+    submit.add_argument("--run-id", help="the run's id (default: a new one)")
+    submit.set_defaults(fn=cmd_submit)
 
     runs = sub.add_parser("runs", help="list runs")
     runs.add_argument("--status", choices=[s.value for s in Status])

@@ -32,7 +32,7 @@ class StaleEpoch(StoreError):
 
     def __init__(self, run_id: str, epoch: int) -> None:
         super().__init__(
-            f"run {run_id}: append rejected, epoch {epoch} is stale "
+            f"run {run_id}: write rejected, epoch {epoch} is stale "
             "(another worker has claimed the run); stopping work on it"
         )
         self.run_id = run_id

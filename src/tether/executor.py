@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether import faults
 from tether.blobs import BlobError, BlobNotFound, BlobRef
 from tether.context import Context
 from tether.core import Node, NodeResult, Spawn
@@ -20,6 +21,7 @@ from tether.errors import (
     NodeTimeout,
     OutputNotSerializable,
     RecordTooLarge,
+    StaleEpoch,
     StoreUnavailable,
     TetherError,
     UnknownNodeKind,
@@ -103,6 +105,7 @@ class RunExecutor:
         tasks: dict[asyncio.Future[Any], str] = {}
         drain_wait = asyncio.ensure_future(rt.draining.wait())
         cancel_wait = asyncio.ensure_future(self.cancelling.wait())
+        hurry_wait = asyncio.ensure_future(rt.hurry.wait())
         loop = asyncio.get_running_loop()
         deadline: float | None = None
         try:
@@ -118,9 +121,12 @@ class RunExecutor:
                     break
                 if rt.draining.is_set() and deadline is None:
                     deadline = loop.time() + rt.grace
+                if rt.hurry.is_set():  # a second signal: the grace period ends now
+                    deadline = loop.time()
                 waiting: set[asyncio.Future[Any]] = set(tasks) | {cancel_wait}
-                if not drain_wait.done():
-                    waiting.add(drain_wait)
+                for wake in (drain_wait, hurry_wait):
+                    if not wake.done():
+                        waiting.add(wake)
                 timeout = None if deadline is None else max(0.0, deadline - loop.time())
                 done, _ = await asyncio.wait(
                     waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
@@ -137,7 +143,7 @@ class RunExecutor:
                     break
                 batch: list[tuple[Record, bytes]] = []
                 for task in done:
-                    if task is drain_wait or task is cancel_wait:
+                    if task in (drain_wait, hurry_wait, cancel_wait):
                         continue
                     nid = tasks.pop(task)
                     batch.extend(self._collect(task, nid))
@@ -146,6 +152,7 @@ class RunExecutor:
         finally:
             drain_wait.cancel()
             cancel_wait.cancel()
+            hurry_wait.cancel()
             if tasks:  # an exception (fencing, cancellation) ends the loop: nothing more lands
                 await _cancel_all(tasks)
         return await self._finish()
@@ -172,7 +179,10 @@ class RunExecutor:
             records: list[tuple[Record, bytes]] = task.result()
             return records
         if isinstance(exc, ChildPaused):
-            self._pause = self._pause or str(exc)
+            # A child drained along with this run is not a reason of its own: the run
+            # pauses for the drain and stays runnable.
+            if not self.runtime.draining.is_set():
+                self._pause = self._pause or str(exc)
             return []
         if isinstance(exc, _Abandoned):
             return []
@@ -211,7 +221,9 @@ class RunExecutor:
         give_up = time.monotonic() + self.runtime.store_retry_s
         while True:
             try:
+                faults.hit("before_append")
                 await self.runtime.store.log.append(self.graph.run_id, entries, epoch=self.epoch)
+                faults.hit("after_append")
                 return
             except StoreUnavailable as exc:
                 if time.monotonic() > give_up:
@@ -268,7 +280,7 @@ class RunExecutor:
         await self.append([(seq, encode(record))])
         g.apply(record, checked=True)
         rt.events.record(g.run_id, seq, record)
-        await rt.store.runs.set_status(g.run_id, status, reason=g.reason or None)
+        await rt.store.runs.set_status(g.run_id, status, reason=g.reason or None, epoch=self.epoch)
         if status is Status.SUCCEEDED and g.result_node is not None:
             # Read after the finish is recorded: an unreadable result blob loses nothing.
             out = g.nodes[g.result_node].completed
@@ -297,7 +309,7 @@ class RunExecutor:
             try:
                 out = await _call(handler, ctx, node)
                 return [await self._completed_record(spec, ctx, out, attempt, started_us, t0)]
-            except (ChildPaused, BlobError):
+            except (ChildPaused, BlobError, StaleEpoch):  # pause, or fenced off: record nothing
                 raise
             except Exception as exc:
                 retryable = isinstance(exc, handler.retry.retry_on) and not isinstance(
@@ -321,7 +333,7 @@ class RunExecutor:
                     done = await self._completed_record(
                         spec, ctx, out, attempt, started_us, t0, fallback=True
                     )
-                except (ChildPaused, BlobError):
+                except (ChildPaused, BlobError, StaleEpoch):
                     raise
                 except Exception as fb_exc:
                     log.warning(

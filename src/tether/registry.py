@@ -5,13 +5,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 
 from tether.core import Fallback, Handler, Retry
 from tether.errors import UnknownAgent, UnknownNodeKind
 
 _REGISTRIES: dict[str, Registry] = {}
 # Agents that ship with tether, importable by a short name.
-_BUILTIN = {"demo": "tether.demo.agent:agent"}
+_BUILTIN = {"demo": "tether.demo.agent:agent", "demo.analyst": "tether.demo.agent:agent"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +78,21 @@ class Registry:
         return f"Registry({self.name!r}, kinds={self.kinds})"
 
 
+# Packages make their agents findable by name with an entry point in this group, e.g.
+# `[project.entry-points."tether.agents"] research = "mypkg.agents:research"`.
+ENTRY_POINTS = "tether.agents"
+
+
+def _entry_point(name: str) -> str | None:
+    found = entry_points(group=ENTRY_POINTS, name=name)
+    return next((ep.value for ep in found), None)
+
+
 def resolve_agent(name: str) -> Registry:
-    """Find a registry by name, by `module:attribute` import path, or among the built-ins."""
+    """Find a registry by name, `module:attribute` import path, entry point, or built-in name."""
     if name in _REGISTRIES:
         return _REGISTRIES[name]
-    path = _BUILTIN.get(name, name)
+    path = _BUILTIN.get(name) or (None if ":" in name else _entry_point(name)) or name
     module_name, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_name)

@@ -85,6 +85,7 @@ class Runtime:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.events = EventBus()
         self.draining = asyncio.Event()
+        self.hurry = asyncio.Event()
         # The runs executing in this process (sub-agent runs included), by run id.
         self.executing: dict[str, RunExecutor] = {}
 
@@ -92,7 +93,13 @@ class Runtime:
         return ValueCodec(self.blobs, threshold=self.offload_threshold)
 
     def drain(self) -> None:
-        """Stop launching nodes everywhere; in-flight ones finish and are recorded, runs pause."""
+        """Stop launching nodes everywhere; in-flight ones finish and are recorded, runs pause.
+
+        A second call ends the grace period at once: what is still in flight is cancelled,
+        unrecorded, and runs again on resume.
+        """
+        if self.draining.is_set():
+            self.hurry.set()
         self.draining.set()
 
     async def cancel(self, run_id: str) -> Outcome:
@@ -150,11 +157,14 @@ class Runtime:
         registry = agent if isinstance(agent, Registry) else resolve_agent(agent)
         if registry.entry is None:
             raise ValueError(f"agent {registry.name!r} has no handlers")
+        # The run keeps the name it was asked for by (`pkg.mod:agent`, an entry point), so
+        # a worker in another process can find the agent the same way.
+        name = agent if isinstance(agent, str) else registry.name
         run_id = run_id or new_run_id()
         codec = self.new_codec()
         started = RunStarted(
             schema_version=SCHEMA_VERSION,
-            agent=registry.name,
+            agent=name,
             config=dump_json(config) if config else b"",
             limits=limits_of(budget),
             parent_run_id=parent[0] if parent else "",
@@ -167,7 +177,7 @@ class Runtime:
         record = Record(at_us=now_us(), run_started=started)
         info = RunInfo(
             run_id=run_id,
-            agent=registry.name,
+            agent=name,
             status=status,
             parent_run_id=parent[0] if parent else None,
             owner=self.owner if status is Status.RUNNING else None,
@@ -230,8 +240,22 @@ class Runtime:
         await executor.append([(seq, encode(record))])
         graph.apply(record)
         self.events.record(graph.run_id, seq, record)
-        await self.store.runs.set_status(graph.run_id, Status.RUNNING)
+        await self.store.runs.set_status(graph.run_id, Status.RUNNING, epoch=epoch)
         return await executor.execute()
+
+    async def submit(
+        self,
+        agent: Registry | str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        budget: Budget | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> str:
+        """Queue a run for any worker on this store; return its id."""
+        graph = await self.create(agent, input, run_id=run_id, budget=budget, config=config)
+        await self.store.leases.notify()
+        return graph.run_id
 
     async def execute(self, graph: Graph, *, epoch: int | None = None) -> Outcome:
         """Execute a freshly created (or already resumed) graph."""
@@ -258,13 +282,26 @@ class Runtime:
                 status=Status.RUNNING,
                 parent=(parent.graph.run_id, node_id),
             )
-            outcome = await self.execute(graph, epoch=None)
+            fresh = True
         except RunExists:
             graph = await self.load(run_id)
-            if graph.finished is None:
-                outcome = await self.continue_graph(graph)
-            else:
-                outcome = await self._read_outcome(graph)
+            fresh = False
+        if graph.finished is not None:
+            outcome = await self._read_outcome(graph)
+        elif parent.epoch is not None:
+            # A worker owns the parent: the child gets an epoch of its own, taken only while
+            # the parent's epoch is current, so a fenced-off parent's child is fenced too.
+            # Child rows are never claimed on their own (claim skips parent_run_id rows).
+            # Only seq 0 (RunStarted, from create) is written unfenced: it is a function of
+            # the parent's node, and a second create of the same child is RunExists.
+            epoch = await self.store.leases.adopt_child(
+                run_id, self.owner, parent.graph.run_id, parent.epoch
+            )
+            outcome = await self.continue_graph(graph, epoch=epoch)
+        elif fresh:
+            outcome = await self.execute(graph, epoch=None)
+        else:
+            outcome = await self.continue_graph(graph)
         if outcome.status is Status.PAUSED:
             raise ChildPaused(run_id, outcome.reason)
         if outcome.status is not Status.SUCCEEDED:

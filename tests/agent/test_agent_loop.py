@@ -69,6 +69,7 @@ def research(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
         )
     if turns == 1:
         return Turn(
+            text="Delegating the analysis while I check two more things.",
             tool_calls=[
                 ToolCall("analyst", {"task": f"analyse {len(results)} results"}),
                 ToolCall("flaky", {"note": "x"}),
@@ -216,14 +217,13 @@ async def test_a_turn_that_dies_mid_stream_reruns_on_resume(
             turns_recorded += 1
 
     def on_event(run_id: str, node_id: str, event: dict[str, Any]) -> None:
-        # The second turn streams its tool calls slowly: kill the process mid-stream.
-        if turns_recorded == 1 and event["type"] == "node_started" and event["kind"] == "turn":
+        # The second turn streams slowly: die at its first token, in the middle of the reply.
+        if turns_recorded == 1 and event["type"] == "token":
             streaming.set()
 
     rt.events.on_record(on_record)
     rt.events.on_event(on_event)
     await streaming.wait()
-    await asyncio.sleep(0)  # let the request go out
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -232,6 +232,9 @@ async def test_a_turn_that_dies_mid_stream_reruns_on_resume(
     outcome = await Runtime(store).resume(run_id)
     assert outcome.status is Status.SUCCEEDED
     assert await agent.transcript(rt, run_id) == expected
+    # The interrupted turn was asked twice: once cut off, once on resume.
+    second_turn = [r for r in models.requests_for("script:research") if r.turn_index == 1]
+    assert len(second_turn) == 2
 
 
 @PROVIDERS

@@ -13,7 +13,7 @@ from tether.agent.providers import Provider, provider_for
 from tether.agent.retries import with_retries
 from tether.agent.tools import Tool, ToolArgumentsError
 from tether.context import Context
-from tether.core import Budget, Node, NodeResult, Spawn, Usage
+from tether.core import Budget, Handler, Node, NodeResult, Spawn, Usage
 from tether.executor import Outcome
 from tether.registry import Registry
 from tether.runtime import Runtime
@@ -71,8 +71,14 @@ class Agent:
         self._provider_loop: asyncio.AbstractEventLoop | None = None
         self.registry = Registry(name, entry="turn")
         self.registry.add("turn", self._turn)
-        self.registry.add("tool", self._tool, fallback=self._tool_failed)
-        self.registry.add("agent", self._subagent)
+        # One kind per tool, so each keeps its own retry policy and the graph names it.
+        for t in self.tools.values():
+            self.registry.add(
+                f"tool:{t.name}", self._tool_handler(t), retry=t.retry, fallback=self._tool_failed
+            )
+        for sub in self.subagents.values():
+            self.registry.add(f"agent:{sub.tool_name}", self._subagent_handler(sub))
+        self.registry.add("tool", self._unknown_tool)
 
     # -- running -------------------------------------------------------------------
 
@@ -151,7 +157,7 @@ class Agent:
             return NodeResult(message, usage=usage, is_result=True)
         keys = [f"call{i}" for i in range(len(reply.tool_calls))]
         spawn = [
-            Spawn("agent" if c.name in self.subagents else "tool", {"call": i}, key=k)
+            Spawn(self._kind_of(c.name), {"call": i}, key=k)
             for i, (k, c) in enumerate(zip(keys, reply.tool_calls, strict=True))
         ]
         spawn.append(Spawn("turn", None, key="next", after=keys))
@@ -173,37 +179,50 @@ class Agent:
             "is_error": is_error,
         }
 
-    async def _tool(self, ctx: Context, node: Node) -> Message:
+    def _kind_of(self, name: str) -> str:
+        if name in self.tools:
+            return f"tool:{name}"
+        if name in self.subagents:
+            return f"agent:{name}"
+        return "tool"  # a tool the model made up: answered with an error, not a crash
+
+    async def _unknown_tool(self, ctx: Context, node: Node) -> Message:
         call = await self._call_of(ctx, node)
-        tool = self.tools.get(call["name"])
-        if tool is None:
-            known = ", ".join(sorted(self.tools)) or "none"
-            return self._result(
-                call, f"error: there is no tool {call['name']!r} (tools: {known})", is_error=True
-            )
-        try:
-            arguments = tool.validate(call["arguments"])
-        except ToolArgumentsError as exc:
-            # The model sent bad arguments: tell it, as the tool's result, and let it try again.
-            return self._result(call, f"error: {exc}", is_error=True)
-        result = await (tool.fn(ctx, **arguments) if tool.takes_ctx else tool.fn(**arguments))
-        return self._result(call, result)
+        known = ", ".join(sorted([*self.tools, *self.subagents])) or "none"
+        missing = f"error: there is no tool {call['name']!r} (tools: {known})"
+        return self._result(call, missing, is_error=True)
+
+    def _tool_handler(self, tool: Tool) -> Handler:
+        async def run_tool(ctx: Context, node: Node) -> Message:
+            call = await self._call_of(ctx, node)
+            try:
+                arguments = tool.validate(call["arguments"])
+            except ToolArgumentsError as exc:
+                # Bad arguments go back to the model as the tool's result, to try again.
+                return self._result(call, f"error: {exc}", is_error=True)
+            call_fn = tool.fn(ctx, **arguments) if tool.takes_ctx else tool.fn(**arguments)
+            return self._result(call, await call_fn)
+
+        return run_tool
 
     async def _tool_failed(self, ctx: Context, node: Node, exc: BaseException) -> Message:
         """A tool that raised after its last attempt: the model reads the error, the run goes on."""
         call = await self._call_of(ctx, node)
         return self._result(call, f"error: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _subagent(self, ctx: Context, node: Node) -> Message:
-        call = await self._call_of(ctx, node)
-        sub = self.subagents[call["name"]]
-        task = call["arguments"].get("task") if isinstance(call["arguments"], dict) else None
-        if not isinstance(task, str):
-            return self._result(
-                call, "error: a sub-agent call needs a string `task`", is_error=True
-            )
-        answer = await ctx.run_child(sub.registry, {"prompt": task}, budget=sub.budget)
-        return self._result(call, answer["content"])
+    def _subagent_handler(self, sub: Agent) -> Handler:
+        async def run_subagent(ctx: Context, node: Node) -> Message:
+            call = await self._call_of(ctx, node)
+            args = call["arguments"]
+            task = args.get("task") if isinstance(args, dict) else None
+            if not isinstance(task, str):
+                return self._result(
+                    call, "error: a sub-agent call needs a string `task`", is_error=True
+                )
+            answer = await ctx.run_child(sub.registry, {"prompt": task}, budget=sub.budget)
+            return self._result(call, answer["content"])
+
+        return run_subagent
 
     async def transcript(self, runtime: Runtime, run_id: str) -> list[Message]:
         """The whole conversation of a finished run, rebuilt from its log."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import Any, get_type_hints, overload
 
 import pydantic
 
@@ -93,16 +93,29 @@ class Tool:
         return await self.fn(**kwargs)
 
 
+ToolFn = Callable[..., Awaitable[Any]]
+
+
+@overload
+def tool(fn: ToolFn, /) -> Tool: ...
+
+
+@overload
 def tool(
-    fn: Callable[..., Awaitable[Any]] | None = None,
+    *, name: str | None = None, description: str | None = None, retry: Retry | None = None
+) -> Callable[[ToolFn], Tool]: ...
+
+
+def tool(
+    fn: ToolFn | None = None,
     *,
     name: str | None = None,
     description: str | None = None,
     retry: Retry | None = None,
-) -> Any:
+) -> Tool | Callable[[ToolFn], Tool]:
     """Decorator: `@tool` or `@tool(name=..., retry=Retry(3))` turns a function into a Tool."""
 
-    def wrap(f: Callable[..., Awaitable[Any]]) -> Tool:
+    def wrap(f: ToolFn) -> Tool:
         return Tool.of(f, name=name, description=description, retry=retry)
 
     return wrap(fn) if fn is not None else wrap

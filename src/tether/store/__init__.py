@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tether.store.base import LogStore, RunInfo, RunTable, Status, Store
+from tether.store.base import DRAIN, Claim, Leases, LogStore, RunInfo, RunTable, Status, Store
 
 DEFAULT_DATA_DIR = ".tether"
 
@@ -55,6 +55,9 @@ async def migrate_url(url: str | None = None) -> list[str]:
 
 
 __all__ = [
+    "DRAIN",
+    "Claim",
+    "Leases",
     "LogStore",
     "RunInfo",
     "RunTable",

@@ -23,6 +23,11 @@ class Status(StrEnum):
         return self in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
 
+# The reason of a run paused by a drain (SIGTERM): such a run is runnable again at once,
+# unlike one paused for its budget, which waits for an explicit resume.
+DRAIN = "drain"
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """One row of the runs table."""
@@ -98,8 +103,19 @@ class RunTable(ABC):
         """Return the run's row, or None."""
 
     @abstractmethod
-    async def set_status(self, run_id: str, status: Status, *, reason: str | None = None) -> None:
-        """Change a run's status (UnknownRun if there is no such run)."""
+    async def set_status(
+        self,
+        run_id: str,
+        status: Status,
+        *,
+        reason: str | None = None,
+        epoch: int | None = None,
+    ) -> None:
+        """Change a run's status (UnknownRun if there is no such run).
+
+        With `epoch`, only while the run's epoch is still that one (StaleEpoch if not),
+        so an owner that was fenced off cannot overwrite its successor's state.
+        """
 
     @abstractmethod
     async def list(
@@ -108,12 +124,65 @@ class RunTable(ABC):
         """List runs, newest first."""
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A run this worker now owns, and the epoch that fences its writes."""
+
+    run_id: str
+    epoch: int
+
+
+class Leases(ABC):
+    """Who executes which run: claims with a lease and an epoch, renewals, releases.
+
+    Runnable runs are top-level runs that are queued, paused by a drain, or running
+    with an expired lease. Sub-agent runs are never claimed on their own: the worker
+    that owns the parent adopts them (`adopt_child`).
+    """
+
+    @abstractmethod
+    async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
+        """Take up to `limit` runnable runs for `ttl` seconds, each at a new epoch."""
+
+    @abstractmethod
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
+        """Extend the leases still held at their epochs; return the run ids that were lost."""
+
+    @abstractmethod
+    async def release(
+        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+    ) -> bool:
+        """Give a run up with its new status; False if the epoch had moved on (nothing changed).
+
+        A run released paused with reason "drain" is runnable again and wakes waiting
+        workers.
+        """
+
+    @abstractmethod
+    async def adopt_child(
+        self, run_id: str, owner: str, parent_run_id: str, parent_epoch: int
+    ) -> int:
+        """Take a sub-agent run at a new epoch, only while its parent is at `parent_epoch`.
+
+        Returns the child's new epoch; StaleEpoch if the parent's epoch has moved on.
+        """
+
+    @abstractmethod
+    async def notify(self) -> None:
+        """Wake workers waiting for work (after a submit)."""
+
+    @abstractmethod
+    async def wait_for_work(self, max_wait: float) -> None:
+        """Return when work may have appeared, or after `max_wait` seconds."""
+
+
 class Store(ABC):
-    """A backend: the log and the runs table over one database."""
+    """A backend: the log, the runs table and the leases over one database."""
 
     url: str
     log: LogStore
     runs: RunTable
+    leases: Leases
 
     @abstractmethod
     async def open(self) -> None:

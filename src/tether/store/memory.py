@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 
 from tether.errors import ConflictingRecord, RunExists, StaleEpoch, UnknownRun
-from tether.store.base import LogStore, RunInfo, RunTable, Status, Store
+from tether.store.base import DRAIN, Claim, Leases, LogStore, RunInfo, RunTable, Status, Store
 
 
 class _State:
@@ -57,10 +58,19 @@ class MemoryRuns(RunTable):
     async def get(self, run_id: str) -> RunInfo | None:
         return self._s.runs.get(run_id)
 
-    async def set_status(self, run_id: str, status: Status, *, reason: str | None = None) -> None:
+    async def set_status(
+        self,
+        run_id: str,
+        status: Status,
+        *,
+        reason: str | None = None,
+        epoch: int | None = None,
+    ) -> None:
         info = self._s.runs.get(run_id)
         if info is None:
             raise UnknownRun(run_id)
+        if epoch is not None and info.epoch != epoch:
+            raise StaleEpoch(run_id, epoch)
         self._s.runs[run_id] = replace(info, status=status, reason=reason, updated_at=time.time())
 
     async def list(
@@ -71,6 +81,86 @@ class MemoryRuns(RunTable):
         return rows[offset : offset + limit]
 
 
+def _runnable(info: RunInfo, now: float) -> bool:
+    if info.parent_run_id is not None:
+        return False
+    if info.status is Status.QUEUED:
+        return True
+    if info.status is Status.PAUSED:
+        return info.reason == DRAIN and (info.lease_until is None or info.lease_until < now)
+    return info.status is Status.RUNNING and info.lease_until is not None and info.lease_until < now
+
+
+class MemoryLeases(Leases):
+    def __init__(self, state: _State) -> None:
+        self._s = state
+        self._woken = asyncio.Event()
+
+    async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
+        now = time.time()
+        found = sorted(
+            (r for r in self._s.runs.values() if _runnable(r, now)), key=lambda r: r.created_at
+        )[: max(limit, 0)]
+        claims = []
+        for info in found:
+            self._s.runs[info.run_id] = replace(
+                info,
+                status=Status.RUNNING,
+                reason=None,
+                owner=owner,
+                epoch=info.epoch + 1,
+                lease_until=now + ttl,
+                updated_at=now,
+            )
+            claims.append(Claim(info.run_id, info.epoch + 1))
+        return claims
+
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
+        lost = []
+        for c in held:
+            info = self._s.runs.get(c.run_id)
+            if info is None or info.epoch != c.epoch:
+                lost.append(c.run_id)
+            else:
+                self._s.runs[c.run_id] = replace(info, lease_until=time.time() + ttl)
+        return lost
+
+    async def release(
+        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+    ) -> bool:
+        info = self._s.runs.get(run_id)
+        if info is None or info.epoch != epoch:
+            return False
+        self._s.runs[run_id] = replace(
+            info, status=status, reason=reason, owner=None, lease_until=None, updated_at=time.time()
+        )
+        if status is Status.PAUSED and reason == DRAIN:
+            self._woken.set()
+        return True
+
+    async def adopt_child(
+        self, run_id: str, owner: str, parent_run_id: str, parent_epoch: int
+    ) -> int:
+        parent, info = self._s.runs.get(parent_run_id), self._s.runs.get(run_id)
+        if parent is None or parent.epoch != parent_epoch:
+            raise StaleEpoch(parent_run_id, parent_epoch)
+        if info is None:
+            raise UnknownRun(run_id)
+        self._s.runs[run_id] = replace(info, owner=owner, epoch=info.epoch + 1)
+        return info.epoch + 1
+
+    async def notify(self) -> None:
+        self._woken.set()
+
+    async def wait_for_work(self, max_wait: float) -> None:
+        try:
+            await asyncio.wait_for(self._woken.wait(), max_wait)
+        except TimeoutError:
+            return
+        finally:
+            self._woken.clear()
+
+
 class MemoryStore(Store):
     """`memory:` — nothing survives the process."""
 
@@ -79,6 +169,7 @@ class MemoryStore(Store):
         state = _State()
         self.log = MemoryLog(state)
         self.runs = MemoryRuns(state)
+        self.leases = MemoryLeases(state)
 
     async def open(self) -> None:
         return None

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from tether.store.base import Store
 from tether.store.postgres_db import PgPool, wrap_errors
+from tether.store.postgres_leases import PostgresLeases
 from tether.store.postgres_log import PostgresLog
 from tether.store.postgres_runs import PostgresRuns
 from tether.store.queries import load_migrations, load_queries
@@ -45,6 +46,8 @@ class PostgresStore(Store):
         self._log = PostgresLog(self._db)
         self.log = self._log
         self.runs = PostgresRuns(self._db)
+        self._leases = PostgresLeases(self._db)
+        self.leases = self._leases
 
     @property
     def pool_size(self) -> tuple[int, int]:
@@ -57,6 +60,7 @@ class PostgresStore(Store):
 
     async def close(self) -> None:
         await self._log.close()
+        await self._leases.close()
         await self._db.close()
 
     async def migrate(self) -> list[str]:

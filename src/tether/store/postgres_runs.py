@@ -6,7 +6,7 @@ import time
 
 import asyncpg
 
-from tether.errors import ConflictingRecord, RunExists, UnknownRun
+from tether.errors import ConflictingRecord, RunExists, StaleEpoch, UnknownRun
 from tether.store.base import RunInfo, RunTable, Status
 from tether.store.postgres_db import PgPool, rowcount
 from tether.store.queries import load_queries
@@ -63,9 +63,22 @@ class PostgresRuns(RunTable):
         rows = await self._db.fetch(Q["get_run"], run_id)
         return _info(rows[0]) if rows else None
 
-    async def set_status(self, run_id: str, status: Status, *, reason: str | None = None) -> None:
-        done = await self._db.execute(Q["set_status"], run_id, status.value, reason, time.time())
+    async def set_status(
+        self,
+        run_id: str,
+        status: Status,
+        *,
+        reason: str | None = None,
+        epoch: int | None = None,
+    ) -> None:
+        args = (run_id, status.value, reason, time.time())
+        if epoch is None:
+            done = await self._db.execute(Q["set_status"], *args)
+        else:
+            done = await self._db.execute(Q["set_status_fenced"], *args, epoch)
         if rowcount(done) == 0:
+            if epoch is not None and await self._db.fetch(Q["run_epoch"], run_id):
+                raise StaleEpoch(run_id, epoch)
             raise UnknownRun(run_id)
 
     async def list(

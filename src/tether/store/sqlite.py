@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from tether.errors import ConflictingRecord, RunExists, StaleEpoch, StoreError, UnknownRun
 from tether.store.base import LogStore, RunInfo, RunTable, Status, Store
 from tether.store.queries import load_migrations, load_queries
+from tether.store.sqlite_leases import SqliteLeases
 
 T = TypeVar("T")
 Q = load_queries("sqlite")
@@ -154,14 +155,29 @@ class SqliteRuns(RunTable):
         row = await self._db.call(lambda: self._db.conn.execute(Q["get_run"], (run_id,)).fetchone())
         return None if row is None else _info(row)
 
-    async def set_status(self, run_id: str, status: Status, *, reason: str | None = None) -> None:
-        def work() -> int:
-            cur = self._db.conn.execute(
-                Q["set_status"], (status.value, reason, time.time(), run_id)
-            )
-            return cur.rowcount
+    async def set_status(
+        self,
+        run_id: str,
+        status: Status,
+        *,
+        reason: str | None = None,
+        epoch: int | None = None,
+    ) -> None:
+        def work() -> str:
+            conn = self._db.conn
+            args = (status.value, reason, time.time(), run_id)
+            if epoch is None:
+                done = conn.execute(Q["set_status"], args).rowcount
+            else:
+                done = conn.execute(Q["set_status_fenced"], (*args, epoch)).rowcount
+            if done:
+                return "ok"
+            return "stale" if conn.execute(Q["run_epoch"], (run_id,)).fetchone() else "unknown"
 
-        if await self._db.call(work) == 0:
+        outcome = await self._db.call(work)
+        if outcome == "stale":
+            raise StaleEpoch(run_id, epoch or 0)
+        if outcome == "unknown":
             raise UnknownRun(run_id)
 
     async def list(
@@ -186,6 +202,7 @@ class SqliteStore(Store):
         self._db = _Db(self.path)
         self.log = SqliteLog(self._db)
         self.runs = SqliteRuns(self._db)
+        self.leases = SqliteLeases(self._db)
 
     async def open(self) -> None:
         await self._db.open()

@@ -95,3 +95,69 @@ SELECT version FROM schema_migrations;
 -- Note one applied migration.
 INSERT INTO schema_migrations (version, name, applied_at)
 VALUES ($1, $2, extract(epoch FROM clock_timestamp()));
+
+-- name: set_status_fenced
+-- Change a run's status and reason only while its epoch is the caller's.
+UPDATE runs SET status = $2, reason = $3, updated_at = $4 WHERE run_id = $1 AND epoch = $5;
+
+-- name: run_epoch
+-- A run's current epoch (to tell a fenced-off update from an unknown run).
+SELECT epoch FROM runs WHERE run_id = $1;
+
+-- name: claim
+-- Take up to $2 runnable top-level runs for owner $1 with a lease of $3 seconds, each at
+-- a new epoch. SKIP LOCKED lets workers claim side by side without waiting on each other;
+-- the lease is timed by the database's clock so workers with skewed clocks agree. A run
+-- paused by a drain is runnable once released (lease_until cleared), not while its
+-- worker still holds it between the pause record and the release (unless that worker
+-- died there and its lease ran out).
+WITH picked AS (
+    SELECT run_id FROM runs
+    WHERE parent_run_id IS NULL
+      AND status IN ('queued', 'paused', 'running')
+      AND (status = 'queued'
+           OR (status = 'paused' AND reason = 'drain'
+               AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
+           OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
+    ORDER BY created_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE runs SET status = 'running', reason = NULL, owner = $1, epoch = runs.epoch + 1,
+       lease_until = extract(epoch FROM clock_timestamp()) + $3,
+       updated_at = extract(epoch FROM clock_timestamp())
+FROM picked WHERE runs.run_id = picked.run_id
+RETURNING runs.run_id, runs.epoch;
+
+-- name: renew
+-- Extend the leases of runs still at the epochs the caller claimed them at; returns those.
+UPDATE runs SET lease_until = extract(epoch FROM clock_timestamp()) + $3
+FROM unnest($1::text[], $2::bigint[]) AS held(run_id, epoch)
+WHERE runs.run_id = held.run_id AND runs.epoch = held.epoch
+RETURNING runs.run_id;
+
+-- name: release
+-- Give a run up with its new status, only at the caller's epoch; a run paused by a drain
+-- is runnable again, so wake the workers (NOTIFY is sent when this commits).
+WITH released AS (
+    UPDATE runs SET status = $3, reason = $4, owner = NULL, lease_until = NULL,
+                    updated_at = extract(epoch FROM clock_timestamp())
+    WHERE run_id = $1 AND epoch = $2
+    RETURNING status, reason
+)
+SELECT count(*) AS released,
+       count(pg_notify('tether_work', $1)) FILTER (WHERE status = 'paused' AND reason = 'drain')
+FROM released;
+
+-- name: adopt_child
+-- Take a sub-agent run at a new epoch for owner $2, only while its parent $3 is at epoch
+-- $4 (FOR SHARE, as in append_fenced: a claim of the parent waits for this or fences it).
+UPDATE runs SET epoch = runs.epoch + 1, owner = $2,
+       updated_at = extract(epoch FROM clock_timestamp())
+FROM (SELECT 1 FROM runs WHERE run_id = $3 AND epoch = $4 FOR SHARE) AS fence
+WHERE runs.run_id = $1
+RETURNING runs.epoch;
+
+-- name: notify
+-- Wake the workers that LISTEN for work.
+SELECT pg_notify('tether_work', '');

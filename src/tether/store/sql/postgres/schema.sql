@@ -23,3 +23,7 @@ CREATE TABLE runs (
 );
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
+
+-- Claiming: the worker's query scans top-level runs that may be runnable, oldest first.
+CREATE INDEX runs_claim_idx ON runs (created_at)
+    WHERE parent_run_id IS NULL AND status IN ('queued', 'paused', 'running');

@@ -48,3 +48,41 @@ FROM runs ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
 -- Runs with one status, newest first.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until
 FROM runs WHERE status = ? ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
+
+-- name: set_status_fenced
+-- Change a run's status and reason only while its epoch is the caller's.
+UPDATE runs SET status = ?, reason = ?, updated_at = ? WHERE run_id = ? AND epoch = ?;
+
+-- name: claim
+-- Take up to N runnable top-level runs at a new epoch with a lease (one process owns the
+-- file, so its clock is the only clock).
+UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
+       lease_until = :now + :ttl, updated_at = :now
+WHERE run_id IN (
+    SELECT run_id FROM runs
+    WHERE parent_run_id IS NULL
+      AND status IN ('queued', 'paused', 'running')
+      AND (status = 'queued'
+           OR (status = 'paused' AND reason = 'drain'
+               AND (lease_until IS NULL OR lease_until < :now))
+           OR (status = 'running' AND lease_until < :now))
+    ORDER BY created_at
+    LIMIT :limit
+)
+RETURNING run_id, epoch;
+
+-- name: renew
+-- Extend one lease while the run is at the caller's epoch.
+UPDATE runs SET lease_until = ? WHERE run_id = ? AND epoch = ?;
+
+-- name: release
+-- Give a run up with its new status, only at the caller's epoch.
+UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_until = NULL, updated_at = ?
+WHERE run_id = ? AND epoch = ?;
+
+-- name: adopt_child
+-- Take a sub-agent run at a new epoch, only while its parent is at the caller's epoch.
+UPDATE runs SET epoch = epoch + 1, owner = :owner, updated_at = :now
+WHERE run_id = :run_id
+  AND EXISTS (SELECT 1 FROM runs WHERE run_id = :parent AND epoch = :parent_epoch)
+RETURNING epoch;

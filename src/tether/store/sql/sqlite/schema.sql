@@ -19,3 +19,6 @@ CREATE TABLE runs (
 );
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
+
+CREATE INDEX runs_claim_idx ON runs (created_at)
+    WHERE parent_run_id IS NULL AND status IN ('queued', 'paused', 'running');

@@ -1,0 +1,102 @@
+"""The agent layer: log bytes per turn and prompt-building time in a 200-turn conversation.
+
+One agent talks to the local scripted model server through the real OpenAI SDK; every turn
+calls one tool whose result is a 400-character note, so the conversation grows by two
+messages a turn. The log must hold only each turn's delta: bytes per turn stay flat, and
+the prompt is rebuilt by walking ancestors. Floors: the JSON of the turn's new messages
+(bytes), and parsing the same conversation stored whole as JSON (time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+
+from bench.common import Line, Settings, open_sqlite
+from tether.agent import Agent, tool
+from tether.agent.localserver import Message, ToolCall, ToolSpec, Turn, serve_local_models
+from tether.agent.messages import Message as ChatMessage
+from tether.context import Context
+from tether.runtime import Runtime
+
+
+@tool
+async def note(i: int) -> str:
+    """Write down note i."""
+    return f"note {i}: " + "x" * 391
+
+
+def script_for(turns: int):  # type: ignore[no-untyped-def]
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
+        k = sum(m.role == "assistant" for m in messages)
+        if k < turns - 1:
+            return Turn(text=f"turn {k}", tool_calls=[ToolCall("note", {"i": k})])
+        return Turn(text="done")
+
+    return script
+
+
+class TimedAgent(Agent):
+    """Records how long each turn's prompt took to build, and how big it was."""
+
+    timings: list[tuple[int, float]]
+
+    async def history(self, ctx: Context) -> list[ChatMessage]:
+        t0 = time.perf_counter()
+        messages = await super().history(ctx)
+        self.timings.append((len(messages), time.perf_counter() - t0))
+        return messages
+
+
+async def _measure(settings: Settings) -> list[Line]:
+    turns = settings.size(50, 200)
+    async with serve_local_models({"long": script_for(turns)}) as models:
+        agent = TimedAgent(
+            "bench.long", model="openai:script:long", base_url=models.openai_base_url, tools=[note]
+        )
+        agent.timings = []
+        store = await open_sqlite(settings, "agent")
+        try:
+            outcome = await agent.run(Runtime(store), "Take notes.")
+            rows = await store.log.read_all(outcome.run_id)
+            transcript = await agent.transcript(Runtime(store), outcome.run_id)
+        finally:
+            await store.close()
+            await agent.aclose()
+    assert outcome.graph.model_calls == turns
+    log_bytes = sum(len(r) for r in rows)
+    per_turn = log_bytes / turns
+    # The delta a turn adds: its assistant message and its tool result, as JSON.
+    delta = sum(len(json.dumps(m)) for m in transcript[1:]) / turns
+    size, last = agent.timings[-1]
+    blob = json.dumps(transcript[:size]).encode()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        json.loads(blob)
+    parse = (time.perf_counter() - t0) / 20
+    return [
+        Line(
+            "agent",
+            f"log bytes per turn, {turns}-turn conversation (turn + tool record)",
+            per_turn,
+            "B",
+            "JSON of the turn's new messages",
+            delta,
+            note=f"{log_bytes} bytes in all; storing the whole history each turn would be "
+            f"{sum(len(json.dumps(transcript[:i])) for i in range(1, len(transcript), 2))} bytes",
+        ),
+        Line(
+            "agent",
+            f"prompt build at turn {turns} ({size} messages, walking ancestors)",
+            last * 1e6,
+            "us",
+            "json.loads of the same conversation stored whole",
+            parse * 1e6,
+        ),
+    ]
+
+
+def run(settings: Settings) -> list[Line]:
+    return asyncio.run(_measure(settings))

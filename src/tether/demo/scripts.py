@@ -1,0 +1,69 @@
+"""The demo's scripted model: deterministic turns served by the local model server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from tether.agent.localserver import Message, ToolCall, ToolSpec, Turn
+
+TOPICS = ["durable execution", "gateway timeouts", "rolling deploys", "OOM kills"]
+
+
+def _speed() -> float:
+    return float(os.environ.get("TETHER_DEMO_SPEED", "1"))
+
+
+def _pace(turn: Turn) -> Turn:
+    s = _speed()
+    return Turn(
+        text=turn.text,
+        tool_calls=turn.tool_calls,
+        latency=0.4 * s,
+        chunk_delay=0.01 * s,
+    )
+
+
+def research(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
+    """Search four angles at once; then consult the analyst and check a figure; then answer."""
+    turns = sum(m.role == "assistant" for m in messages)
+    question = next(m.text for m in messages if m.role == "user")
+    results = [m.text for m in messages if m.role == "tool"]
+    if turns == 0:
+        calls = [ToolCall("search", {"query": t}) for t in TOPICS]
+        return _pace(
+            Turn(text=f"Let me research {question!r} from 4 angles at once.", tool_calls=calls)
+        )
+    if turns == 1:
+        notes = "; ".join(sorted(results))
+        return _pace(
+            Turn(
+                text="I have the sources; asking the analyst and checking a figure.",
+                tool_calls=[
+                    ToolCall("analyst", {"task": f"Which finding matters most? {notes}"}),
+                    ToolCall("calc", {"expression": "0.3 * 40"}),
+                ],
+            )
+        )
+    analysis, figure = results[-2], results[-1]
+    return _pace(
+        Turn(
+            text=f"Answer to {question!r}: {analysis} "
+            f"Checkpointing 40 turns costs about {figure} ms in total."
+        )
+    )
+
+
+def analyst(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
+    """Score each note concurrently, then name the strongest."""
+    turns = sum(m.role == "assistant" for m in messages)
+    task = next(m.text for m in messages if m.role == "user")
+    notes = [n.strip() for n in task.split("?", 1)[-1].split(";") if n.strip()]
+    if turns == 0:
+        return _pace(Turn(tool_calls=[ToolCall("score", {"note": n}) for n in notes]))
+    scores = [int(m.text) for m in messages if m.role == "tool"]
+    best = max(zip(scores, notes, strict=True))
+    return _pace(Turn(text=f"The strongest finding is '{best[1]}' (score {best[0]})."))
+
+
+SCRIPTS = {"research": research, "analyst": analyst}

@@ -1,0 +1,97 @@
+"""Leases on PostgreSQL: SKIP LOCKED claims, database-clock leases, LISTEN/NOTIFY wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import asyncpg
+
+from tether.errors import StaleEpoch, StoreUnavailable
+from tether.store.base import Claim, Leases, Status
+from tether.store.postgres_db import PgPool, wrap_errors
+from tether.store.queries import load_queries
+
+Q = load_queries("postgres")
+CHANNEL = "tether_work"
+log = logging.getLogger("tether.store.postgres")
+
+
+class PostgresLeases(Leases):
+    def __init__(self, db: PgPool) -> None:
+        self._db = db
+        self._listener: asyncpg.Connection | None = None
+        self._woken = asyncio.Event()
+
+    async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
+        if limit <= 0:
+            return []
+        rows = await self._db.fetch(Q["claim"], owner, limit, ttl)
+        return [Claim(row[0], row[1]) for row in rows]
+
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
+        if not held:
+            return []
+        ids = [c.run_id for c in held]
+        rows = await self._db.fetch(Q["renew"], ids, [c.epoch for c in held], ttl)
+        kept = {row[0] for row in rows}
+        return [run_id for run_id in ids if run_id not in kept]
+
+    async def release(
+        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+    ) -> bool:
+        rows = await self._db.fetch(Q["release"], run_id, epoch, status.value, reason)
+        return bool(rows[0][0])
+
+    async def adopt_child(
+        self, run_id: str, owner: str, parent_run_id: str, parent_epoch: int
+    ) -> int:
+        rows = await self._db.fetch(Q["adopt_child"], run_id, owner, parent_run_id, parent_epoch)
+        if not rows:
+            raise StaleEpoch(parent_run_id, parent_epoch)
+        epoch: int = rows[0][0]
+        return epoch
+
+    async def notify(self) -> None:
+        await self._db.execute(Q["notify"])
+
+    async def wait_for_work(self, max_wait: float) -> None:
+        # The listening connection lives outside the pool. When it is lost (a restart),
+        # the next call reconnects and returns at once: a NOTIFY may have been missed.
+        if self._listener is None or self._listener.is_closed():
+            self._listener = None
+            try:
+                await self._listen()
+            except StoreUnavailable as exc:
+                log.warning("LISTEN %s: %s; retrying", CHANNEL, exc)
+                await asyncio.sleep(min(max_wait, 1.0))
+            return
+        try:
+            await asyncio.wait_for(self._woken.wait(), max_wait)
+        except TimeoutError:
+            return
+        finally:
+            self._woken.clear()
+
+    async def _listen(self) -> None:
+        conn = await self._db.connect_one()
+        try:
+            with wrap_errors(self._db.where):
+                await conn.add_listener(CHANNEL, self._on_notify)
+        except BaseException:
+            conn.terminate()
+            raise
+        conn.add_termination_listener(lambda _: self._woken.set())
+        self._listener = conn
+
+    def _on_notify(self, *_: object) -> None:
+        self._woken.set()
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            conn, self._listener = self._listener, None
+            try:
+                await asyncio.wait_for(conn.close(), 5)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                conn.terminate()

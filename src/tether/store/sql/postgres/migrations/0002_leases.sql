@@ -1,0 +1,3 @@
+-- Claiming: the worker's query scans top-level runs that may be runnable, oldest first.
+CREATE INDEX runs_claim_idx ON runs (created_at)
+    WHERE parent_run_id IS NULL AND status IN ('queued', 'paused', 'running');

@@ -1,0 +1,87 @@
+"""Leases on SQLite: the embedded mode runs one worker process, which polls for work."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tether.errors import StaleEpoch
+from tether.store.base import Claim, Leases, Status
+from tether.store.queries import load_queries
+
+if TYPE_CHECKING:
+    from tether.store.sqlite import _Db
+
+Q = load_queries("sqlite")
+# SQLite has no LISTEN/NOTIFY, and another process (`tether submit`) may queue a run,
+# so an idle worker looks again this often.
+POLL_S = 0.2
+
+
+class SqliteLeases(Leases):
+    def __init__(self, db: _Db) -> None:
+        self._db = db
+        self._woken = asyncio.Event()
+
+    async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
+        if limit <= 0:
+            return []
+        args = {"owner": owner, "now": time.time(), "ttl": ttl, "limit": limit}
+
+        def work(conn: sqlite3.Connection) -> list[Claim]:
+            return [Claim(r[0], r[1]) for r in conn.execute(Q["claim"], args).fetchall()]
+
+        return await self._db.call(lambda: self._db.transaction(work))
+
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
+        until = time.time() + ttl
+
+        def work(conn: sqlite3.Connection) -> list[str]:
+            lost = []
+            for c in held:
+                if conn.execute(Q["renew"], (until, c.run_id, c.epoch)).rowcount == 0:
+                    lost.append(c.run_id)
+            return lost
+
+        return await self._db.call(lambda: self._db.transaction(work))
+
+    async def release(
+        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+    ) -> bool:
+        args = (status.value, reason, time.time(), run_id, epoch)
+        done = await self._db.call(lambda: self._db.conn.execute(Q["release"], args).rowcount)
+        return done == 1
+
+    async def adopt_child(
+        self, run_id: str, owner: str, parent_run_id: str, parent_epoch: int
+    ) -> int:
+        args = {
+            "owner": owner,
+            "now": time.time(),
+            "run_id": run_id,
+            "parent": parent_run_id,
+            "parent_epoch": parent_epoch,
+        }
+
+        def work(conn: sqlite3.Connection) -> int | None:
+            row = conn.execute(Q["adopt_child"], args).fetchone()
+            return None if row is None else int(row[0])
+
+        epoch = await self._db.call(lambda: self._db.transaction(work))
+        if epoch is None:
+            raise StaleEpoch(parent_run_id, parent_epoch)
+        return epoch
+
+    async def notify(self) -> None:
+        self._woken.set()
+
+    async def wait_for_work(self, max_wait: float) -> None:
+        try:
+            await asyncio.wait_for(self._woken.wait(), min(max_wait, POLL_S))
+        except TimeoutError:
+            return
+        finally:
+            self._woken.clear()

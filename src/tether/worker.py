@@ -1,0 +1,202 @@
+"""The worker: claim runnable runs, execute them under a renewed lease, release them.
+
+One idea: claim -> run -> heartbeat -> release. Every task belongs to one TaskGroup.
+`stop()` (what SIGTERM/SIGINT call) only sets events: the claim loop stops claiming, the
+executors stop launching nodes and let in-flight ones finish within the grace period,
+and each run is released paused for the drain, runnable at once by another worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable
+from typing import Any
+
+from tether import faults
+from tether.errors import StaleEpoch, StoreUnavailable
+from tether.runtime import Runtime
+from tether.store.base import Claim, Status
+
+log = logging.getLogger("tether.worker")
+
+DEFAULT_LEASE_TTL = 5.0
+# How often an idle worker looks for expired leases (nothing NOTIFYs when a lease runs out).
+DEFAULT_POLL = 1.0
+
+
+class Worker:
+    """Executes up to `concurrency` runs of a store at once, each under a lease."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        concurrency: int = 16,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        poll: float = DEFAULT_POLL,
+    ) -> None:
+        if lease_ttl <= 0 or concurrency <= 0:
+            raise ValueError("lease_ttl and concurrency must be positive")
+        self.runtime = runtime
+        self.leases = runtime.store.leases
+        self.owner = runtime.owner
+        self.concurrency = concurrency
+        self.lease_ttl = lease_ttl
+        self.poll = poll
+        self.stopping = asyncio.Event()
+        self.counts: Counter[str] = Counter()
+        self._held: dict[str, Claim] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._slot_freed = asyncio.Event()
+
+    def stop(self) -> None:
+        """Drain: stop claiming and launching nodes. A second call cancels what is in flight."""
+        self.stopping.set()
+        self.runtime.drain()
+
+    def statistics(self) -> dict[str, int]:
+        """Counters: claimed, finished, paused, drained, fenced, lost, failed."""
+        return dict(self.counts)
+
+    async def run(self) -> None:
+        """Work until stop(); return once every held run is released (or was fenced off)."""
+        async with asyncio.TaskGroup() as tg:
+            beat = tg.create_task(self._heartbeat())
+            await self._claim_loop(tg)
+            log.info("%s: draining %d runs", self.owner, len(self._tasks))
+            while self._tasks:
+                await asyncio.wait(list(self._tasks.values()))
+            beat.cancel()
+        log.info("%s: stopped %s", self.owner, self.statistics())
+
+    # -- claiming ----------------------------------------------------------------
+
+    async def _claim_loop(self, tg: asyncio.TaskGroup) -> None:
+        delay = 0.05
+        while not self.stopping.is_set():
+            free = self.concurrency - len(self._held)
+            claims: list[Claim] = []
+            if free > 0:
+                try:
+                    claims = await self.leases.claim(self.owner, free, self.lease_ttl)
+                    delay = 0.05
+                except StoreUnavailable as exc:
+                    log.warning("%s: claim failed (%s); retrying in %.2fs", self.owner, exc, delay)
+                    await self._until_stopped(asyncio.sleep(delay))
+                    delay = min(delay * 2, 2.0)
+                    continue
+            for claim in claims:
+                faults.hit("after_claim")
+                log.info("run %s: claimed at epoch %d", claim.run_id, claim.epoch)
+                self.counts["claimed"] += 1
+                self._held[claim.run_id] = claim
+                self._tasks[claim.run_id] = tg.create_task(self._execute(claim))
+            if free > 0 and len(claims) < free:
+                await self._until_stopped(self.leases.wait_for_work(self.poll))
+            else:
+                self._slot_freed.clear()
+                await self._until_stopped(self._slot_freed.wait())
+
+    async def _until_stopped(self, aw: Awaitable[Any]) -> None:
+        """Await `aw`, or stop waiting as soon as a drain begins."""
+        waiter = asyncio.ensure_future(aw)
+        stop = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for fut in (waiter, stop):
+                fut.cancel()
+            await asyncio.gather(waiter, stop, return_exceptions=True)
+
+    # -- one run -----------------------------------------------------------------
+
+    async def _execute(self, claim: Claim) -> None:
+        try:
+            await self._execute_and_release(claim)
+        finally:  # also when cancelled (a lost lease): the run is no longer ours
+            self._held.pop(claim.run_id, None)
+            self._tasks.pop(claim.run_id, None)
+            self._slot_freed.set()
+
+    async def _execute_and_release(self, claim: Claim) -> None:
+        run_id, epoch = claim.run_id, claim.epoch
+        status: Status | None = None
+        reason: str | None = None
+        try:
+            graph = await self.runtime.load(run_id)
+            if graph.finished is not None:
+                # Its last record landed but the row was not updated (a crash in between).
+                status, reason = Status(graph.status), graph.reason or None
+            else:
+                outcome = await self.runtime.continue_graph(graph, epoch=epoch)
+                status, reason = outcome.status, outcome.reason or None
+        except StaleEpoch:
+            log.warning(
+                "run %s: fenced off, epoch %d is stale (another worker claimed the run); "
+                "stopped working on it",
+                run_id,
+                epoch,
+            )
+            self.counts["fenced"] += 1
+        except StoreUnavailable as exc:
+            # The lease runs out and another worker (or this one) takes the run up again.
+            log.error("run %s: store unavailable (%s); leaving it to its lease", run_id, exc)
+            self.counts["abandoned"] += 1
+        except Exception as exc:
+            log.exception("run %s: execution failed", run_id)
+            status, reason = Status.FAILED, f"worker error: {type(exc).__name__}: {exc}"
+        if status is not None:
+            await self._release(claim, status, reason)
+
+    async def _release(self, claim: Claim, status: Status, reason: str | None) -> None:
+        faults.hit("before_release")
+        delay, give_up = 0.05, time.monotonic() + self.runtime.store_retry_s
+        while True:
+            try:
+                released = await self.leases.release(claim.run_id, claim.epoch, status, reason)
+                break
+            except StoreUnavailable as exc:
+                if time.monotonic() > give_up:
+                    log.error(
+                        "run %s: release failed (%s); leaving it to its lease", claim.run_id, exc
+                    )
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        if not released:
+            log.warning("run %s: release at epoch %d was fenced off", claim.run_id, claim.epoch)
+            self.counts["fenced"] += 1
+            return
+        drained = status is Status.PAUSED and self.runtime.draining.is_set()
+        kind = "drained" if drained else status.value
+        self.counts[kind] += 1
+        log.info("run %s: released %s%s", claim.run_id, status.value, f" ({reason})" * bool(reason))
+
+    # -- leases ------------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        # Independent of node boundaries: a model call may take minutes, the lease must not.
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            held = list(self._held.values())
+            try:
+                lost = await self.leases.renew(self.owner, held, self.lease_ttl)
+            except StoreUnavailable as exc:
+                log.warning("%s: lease renewal failed (%s); retrying", self.owner, exc)
+                continue
+            by_id = {c.run_id: c for c in held}
+            for run_id in lost:
+                if self._held.get(run_id) != by_id[run_id]:
+                    continue  # released or re-claimed meanwhile
+                log.warning(
+                    "run %s: lease lost (epoch %d moved on); stopping work on it",
+                    run_id,
+                    by_id[run_id].epoch,
+                )
+                self.counts["lost"] += 1
+                task = self._tasks.get(run_id)
+                if task is not None:
+                    task.cancel()

@@ -1,0 +1,63 @@
+"""Leases on every backend: what is runnable, epochs, renewals, fenced releases and statuses."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tether.errors import StaleEpoch
+from tether.store import DRAIN, Claim, RunInfo, Status, Store
+
+
+async def add(store: Store, run_id: str, status: Status, **kw: object) -> None:
+    await store.runs.create(RunInfo(run_id=run_id, agent="a", status=status, **kw), b"0")  # type: ignore[arg-type]
+    await asyncio.sleep(0.002)  # created_at orders claims
+
+
+async def test_only_runnable_top_level_runs_are_claimed(store: Store) -> None:
+    await add(store, "queued", Status.QUEUED)
+    await add(store, "budget", Status.QUEUED)
+    await store.runs.set_status("budget", Status.PAUSED, reason="budget: node limit 3 reached")
+    await add(store, "drained", Status.QUEUED)
+    await store.runs.set_status("drained", Status.PAUSED, reason=DRAIN)
+    await add(store, "done", Status.SUCCEEDED)
+    await add(store, "child", Status.QUEUED, parent_run_id="queued")
+    await add(store, "local", Status.RUNNING)  # `tether demo`: running without a lease
+    claims = await store.leases.claim("w1", 10, 5.0)
+    assert claims == [Claim("queued", 1), Claim("drained", 1)]
+    info = await store.runs.get("queued")
+    assert info is not None and info.owner == "w1" and info.status is Status.RUNNING
+    assert info.lease_until is not None
+    assert await store.leases.claim("w2", 10, 5.0) == []  # leased, not expired
+
+
+async def test_an_expired_lease_is_claimed_at_a_new_epoch(store: Store) -> None:
+    await add(store, "r", Status.QUEUED)
+    [first] = await store.leases.claim("w1", 1, 0.05)
+    await asyncio.sleep(0.1)  # the lease runs out: inherent to the test
+    [second] = await store.leases.claim("w2", 1, 5.0)
+    assert (first.epoch, second.epoch) == (1, 2)
+    assert await store.leases.renew("w1", [first], 5.0) == ["r"]
+    assert await store.leases.renew("w2", [second], 5.0) == []
+    with pytest.raises(StaleEpoch):
+        await store.log.append("r", [(1, b"late")], epoch=first.epoch)
+    with pytest.raises(StaleEpoch):
+        await store.runs.set_status("r", Status.FAILED, epoch=first.epoch)
+    assert not await store.leases.release("r", first.epoch, Status.SUCCEEDED)
+    assert await store.leases.release("r", second.epoch, Status.PAUSED, DRAIN)
+    info = await store.runs.get("r")
+    assert info is not None and info.owner is None and info.reason == DRAIN
+    assert await store.leases.claim("w3", 5, 5.0) == [Claim("r", 3)]  # drained: runnable
+
+
+async def test_a_child_is_adopted_only_under_its_parents_epoch(store: Store) -> None:
+    await add(store, "p", Status.QUEUED)
+    await add(store, "p.c", Status.RUNNING, parent_run_id="p")
+    [claim] = await store.leases.claim("w1", 1, 5.0)
+    assert await store.leases.adopt_child("p.c", "w1", "p", claim.epoch) == 1
+    with pytest.raises(StaleEpoch):
+        await store.leases.adopt_child("p.c", "w0", "p", claim.epoch - 1)
+    with pytest.raises(StaleEpoch):  # the child's old epoch is fenced off too
+        await store.log.append("p.c", [(1, b"x")], epoch=0)
+    await store.log.append("p.c", [(1, b"x")], epoch=1)

@@ -1,0 +1,40 @@
+"""The examples in examples/ run as the README says."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+def test_research_agent_example_runs_and_a_rerun_replays_the_same_transcript(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "research_agent.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert ": succeeded" in proc.stdout
+    assert "-> ['search_papers', 'search_papers', 'search_papers']" in proc.stdout
+    assert "is cited most" in proc.stdout
+    run_id = proc.stdout.split("\nrun ")[1].split(":")[0]
+    # Run again with the run id: it is finished, so nothing runs and the transcript is the same.
+    again = subprocess.run(
+        [sys.executable, str(EXAMPLES / "research_agent.py"), run_id],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.split("\nrun ")[1] == proc.stdout.split("\nrun ")[1]
