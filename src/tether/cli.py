@@ -288,7 +288,7 @@ async def cmd_blobs_verify(store: Store, args: argparse.Namespace) -> int:
 async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
     import secrets
 
-    from tether.server import EmbeddedLauncher, StreamSettings, TetherServer
+    from tether.server import Launcher, StreamSettings, TetherServer
     from tether.server.serve import serve
 
     if args.speed is not None:
@@ -301,9 +301,15 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
         resolve_agent(name)
     async with _open_blobs(store, args) as blobs:
         runtime = Runtime(store, grace=args.grace, blobs=blobs)
-        # Embedded: this process executes the runs it starts. On SQLite no other process
-        # executes, so runs left running or drained by a previous server are taken up.
-        launcher = EmbeddedLauncher(runtime, adopt=store.url.startswith("sqlite:"))
+        # Either way the server only queues runs; embedded, a worker in this process claims
+        # them (and takes up runs a previous server left behind, once their leases run out).
+        mode = args.workers or ("embedded" if store.url.startswith("sqlite:") else "external")
+        if mode == "embedded":
+            launcher = Launcher.embedded(
+                runtime, concurrency=args.concurrency, lease_ttl=args.lease_ttl
+            )
+        else:
+            launcher = Launcher(runtime, lease_ttl=args.lease_ttl)
         server = TetherServer(
             store,
             launcher,
@@ -314,7 +320,8 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
         )
 
         def ready(url: str) -> None:
-            print(f"tether serve: listening on {url} (store {store.url})", flush=True)
+            where = store.url.split("@")[-1]
+            print(f"tether serve: listening on {url} (store {where}, workers {mode})", flush=True)
             if generated:
                 print(f"API token: {token} (set TETHER_API_TOKEN or --token)", flush=True)
 
@@ -428,6 +435,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--poll", type=float, default=1.0, help="streams read the log at least this often (s)"
     )
     srv.add_argument("--grace", type=float, default=25.0, help="seconds nodes get on SIGTERM")
+    srv.add_argument(
+        "--workers",
+        choices=["embedded", "external"],
+        help="who executes runs: a worker in this process, or `tether worker` processes "
+        "(default: embedded on SQLite, external on PostgreSQL)",
+    )
+    srv.add_argument(
+        "--concurrency", type=int, default=16, help="runs the embedded worker executes at once"
+    )
+    srv.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=5.0,
+        help="seconds a lease lasts without renewal (embedded worker; server's own claims)",
+    )
     srv.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
     srv.add_argument("--log-level", default="warning")
     srv.set_defaults(fn=cmd_serve)

@@ -102,13 +102,8 @@ class Runtime:
             self.hurry.set()
         self.draining.set()
 
-    async def cancel(self, run_id: str) -> Outcome:
-        """Finish a run as CANCELLED: stop launching, cancel in-flight nodes, record it.
-
-        A run executing in this process (and its sub-agent runs here) is stopped by its
-        executor; one executing nowhere (paused, queued, orphaned) gets its RunFinished
-        appended here. RunNotResumable if the run had already finished.
-        """
+    def request_cancel(self, run_id: str) -> RunExecutor | None:
+        """Tell a run executing here (and its sub-agent runs) to stop; its executor, or None."""
         here = self.executing.get(run_id)
         if here is not None:
             # Children first: one interrupted by its parent's node being cancelled then
@@ -117,6 +112,18 @@ class Runtime:
                 if rid.startswith(f"{run_id}."):
                     child.request_cancel()
             here.request_cancel()
+        return here
+
+    async def cancel(self, run_id: str, *, epoch: int | None = None) -> Outcome:
+        """Finish a run as CANCELLED: stop launching, cancel in-flight nodes, record it.
+
+        A run executing in this process (and its sub-agent runs here) is stopped by its
+        executor; one executing nowhere (paused, queued, orphaned) gets its RunFinished
+        appended here, fenced by `epoch` when the caller claimed the run for that.
+        RunNotResumable if the run had already finished.
+        """
+        here = self.request_cancel(run_id)
+        if here is not None:
             await here.finished.wait()
             return await self.outcome(run_id)
         for _ in range(5):
@@ -131,12 +138,14 @@ class Runtime:
             )
             seq = graph.next_seq
             try:
-                await self.store.log.append(run_id, [(seq, encode(record))])
+                await self.store.log.append(run_id, [(seq, encode(record))], epoch=epoch)
             except ConflictingRecord:
                 continue  # a record landed at that seq meanwhile: read the log again
             graph.apply(record)
             self.events.record(run_id, seq, record)
-            await self.store.runs.set_status(run_id, Status.CANCELLED, reason=graph.reason)
+            await self.store.runs.set_status(
+                run_id, Status.CANCELLED, reason=graph.reason, epoch=epoch
+            )
             return await self._read_outcome(graph)
         raise RunNotResumable(f"run {run_id} keeps growing while not owned here; cannot cancel")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import tether
 from tether.blobs import BlobStore
 from tether.runtime import Runtime
-from tether.server import EmbeddedLauncher, StreamSettings, TetherServer
+from tether.server import Launcher, StreamSettings, TetherServer
 from tether.server.serve import serve
 from tether.store.base import Store
 
@@ -35,12 +35,17 @@ async def running(
     blobs: BlobStore | None = None,
     agents: Sequence[str] = ("demo", CHAIN, FILES),
     streams: StreamSettings | None = None,
-    adopt: bool = False,
+    workers: str = "embedded",
+    lease_ttl: float = 5.0,
 ) -> AsyncIterator[tuple[str, TetherServer]]:
     """A server on this event loop at http://127.0.0.1:<free port>, stopped on exit."""
     for name in agents:
         tether.resolve_agent(name)
-    launcher = EmbeddedLauncher(Runtime(store, blobs=blobs, grace=5), adopt=adopt)
+    runtime = Runtime(store, blobs=blobs, grace=5)
+    if workers == "embedded":
+        launcher = Launcher.embedded(runtime, lease_ttl=lease_ttl)
+    else:
+        launcher = Launcher(runtime, lease_ttl=lease_ttl)
     server = TetherServer(store, launcher, token=TOKEN, blobs=blobs, agents=agents, streams=streams)
     stop = asyncio.Event()
     url: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -68,6 +73,7 @@ class ServerProcess:
     proc: subprocess.Popen[str]
     url: str
     pump: threading.Thread
+    banner: str = ""  # the line it said it was ready with
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         if self.proc.poll() is None:
@@ -102,15 +108,35 @@ def start_server(
         if line.startswith("tether serve: listening on "):
             url = line.split()[4]
             # Keep draining its output so the pipe never fills and blocks the server.
-            return ServerProcess(proc, url, _drain(proc))
+            return ServerProcess(proc, url, _drain(proc), line)
     raise AssertionError(f"tether serve exited {proc.wait()}:\n{''.join(lines)}")
 
 
-def _drain(proc: subprocess.Popen[str]) -> threading.Thread:
+def start_worker(home: Path, db: str, *args: str) -> ServerProcess:
+    """`tether worker` as a subprocess; returns once it says it is ready (url: the db)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether", "--db", db, "--blobs", str(home / "blobs"), "worker",
+         *args],
+        cwd=home,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:  # readiness is a handshake: the worker says it listens
+        lines.append(line)
+        if line.startswith("worker ") and " ready on " in line:
+            return ServerProcess(proc, db, _drain(proc, "worker"))
+    raise AssertionError(f"tether worker exited {proc.wait()}:\n{''.join(lines)}")
+
+
+def _drain(proc: subprocess.Popen[str], name: str = "serve") -> threading.Thread:
     def pump() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            sys.stderr.write(f"[serve {proc.pid}] {line}")
+            sys.stderr.write(f"[{name} {proc.pid}] {line}")
 
     thread = threading.Thread(target=pump, daemon=True)
     thread.start()

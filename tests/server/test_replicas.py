@@ -18,7 +18,7 @@ async def test_a_replica_that_does_not_run_the_run_streams_it_woken_by_notify(
     (tmp_path / "b").mkdir()
     # B polls only every 30 s: the run below is over long before, so every record B
     # sends in time came through LISTEN/NOTIFY.
-    a = start_server(tmp_path / "a", pg_database)
+    a = start_server(tmp_path / "a", pg_database, "--workers", "embedded")  # A executes
     b = start_server(tmp_path / "b", pg_database, "--poll", "30")
     try:
         async with TetherClient(a.url, TOKEN) as on_a, TetherClient(b.url, TOKEN) as on_b:

@@ -69,7 +69,8 @@ async def test_sigterm_drains_the_run_and_a_restarted_server_finishes_it(tmp_pat
                     server = start_server(tmp_path, db, port=int(port))
         assert_exactly_once_in_order(records)
         bodies = [r.data["body"] for r in records]
-        assert bodies.count("run_paused") == 1 and bodies.count("run_resumed") == 1
+        # Resumed twice: by the worker's first claim, then by the restarted server's.
+        assert bodies.count("run_paused") == 1 and bodies.count("run_resumed") == 2
         assert records[-1].data["status"] == "succeeded"
         assert len([b for b in bodies if b == "node_completed"]) == chain_nodes(12, 2)
     assert server.stop() == 0

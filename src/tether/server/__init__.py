@@ -2,6 +2,6 @@
 
 from tether.server.app import TetherServer
 from tether.server.events import StreamSettings
-from tether.server.launch import EmbeddedLauncher, Launcher
+from tether.server.launch import Launcher
 
-__all__ = ["EmbeddedLauncher", "Launcher", "StreamSettings", "TetherServer"]
+__all__ = ["Launcher", "StreamSettings", "TetherServer"]

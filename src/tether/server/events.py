@@ -34,6 +34,8 @@ class StreamSettings:
     poll_s: float = 1.0
     keepalive_s: float = 15.0
     retry_ms: int = 1000
+    # How long POST .../cancel waits for the run's owner to record the cancellation.
+    cancel_wait_s: float = 30.0
 
 
 def sse(

@@ -1,29 +1,29 @@
-"""How a run the server starts gets executed: the one seam between embedded and distributed.
+"""How the runs the API starts get executed: queued for workers, as `tether submit` does.
 
-Embedded (`tether serve` on SQLite, no separate workers): the server process executes
-the runs it starts on its own Runtime, in a task set it owns and drains on shutdown.
-Distributed (PostgreSQL with `tether worker` processes): the server only records the run
-as queued and workers claim it; that launcher plugs in here without touching the routes.
+There is one claim path. `tether serve --workers embedded` (the default on SQLite) runs a
+`tether.worker.Worker` in the server process; `--workers external` (the default on
+PostgreSQL) leaves execution to `tether worker` processes. Either way the server only
+queues runs, and cancels or resumes one it holds nobody else does by taking it with a
+claim of its own (a fresh epoch), so a worker claiming it at the same moment is fenced.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from abc import ABC, abstractmethod
-from collections.abc import Coroutine
 from dataclasses import replace
 from typing import Any
 
 from tether.core import Budget
-from tether.errors import RunNotResumable, TetherError
-from tether.executor import Outcome
-from tether.runtime import Runtime
-from tether.store.base import Status
+from tether.errors import RunNotResumable, TetherError, UnknownRun
+from tether.records import Record, RunResumed, encode, now_us
+from tether.runtime import Runtime, limits_of
+from tether.store.base import Claim, Status
+from tether.worker import DEFAULT_LEASE_TTL, Worker
 
 log = logging.getLogger("tether.server")
 
-DRAIN = "drain"
+EMBEDDED, EXTERNAL = "embedded", "external"
 
 
 class RunBusy(TetherError):
@@ -41,70 +41,36 @@ def budget_of(limits: Any) -> Budget:
     )
 
 
-class Launcher(ABC):
-    """Starts, resumes and cancels runs on behalf of the HTTP API."""
+class Launcher:
+    """Starts, resumes and cancels runs on behalf of the HTTP API; owns the embedded worker."""
 
-    runtime: Runtime
-
-    @abstractmethod
-    async def open(self) -> None:
-        """Begin (and take up runs left behind, where this launcher owns execution)."""
-
-    @abstractmethod
-    async def start(
+    def __init__(
         self,
-        agent: str,
-        input: Any,
+        runtime: Runtime,
         *,
-        run_id: str,
-        budget: Budget | None,
-        config: dict[str, Any] | None = None,
+        worker: Worker | None = None,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
-        """Record a new run and see that it executes (RunExists if the id is taken)."""
-
-    @abstractmethod
-    async def resume(self, run_id: str, *, budget: dict[str, float] | None) -> None:
-        """Continue a paused or interrupted run; `budget` replaces the limits it names."""
-
-    @abstractmethod
-    async def cancel(self, run_id: str) -> Status:
-        """Stop a run for good; return its status now."""
-
-    @abstractmethod
-    async def close(self) -> None:
-        """Stop: drain what executes here so it pauses, recorded, and can resume."""
-
-
-class EmbeddedLauncher(Launcher):
-    """Executes runs in this process on `runtime`; every task belongs to this launcher."""
-
-    def __init__(self, runtime: Runtime, *, adopt: bool = False) -> None:
         self.runtime = runtime
-        # Only a store that no other process executes on (SQLite) can tell a run that
-        # died with its process from one that executes elsewhere.
-        self.adopt = adopt
-        self._tasks: dict[str, asyncio.Task[Outcome]] = {}
+        self.worker = worker
+        self.leases = runtime.store.leases
+        # How long the server holds a run it took to cancel or resume (a few statements).
+        self.lease_ttl = lease_ttl
+        self._worker_task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def embedded(cls, runtime: Runtime, *, concurrency: int = 16, **worker: Any) -> Launcher:
+        """A launcher whose worker executes runs in this process."""
+        return cls(runtime, worker=Worker(runtime, concurrency=concurrency, **worker))
+
+    @property
+    def mode(self) -> str:
+        return EXTERNAL if self.worker is None else EMBEDDED
 
     async def open(self) -> None:
-        if self.adopt:
-            for run_id in await self._left_behind():
-                self._spawn(run_id, self.runtime.resume(run_id))
-
-    async def _left_behind(self) -> list[str]:
-        """Top-level runs that were executing, or were drained, when a server stopped."""
-        found = []
-        for status in (Status.RUNNING, Status.PAUSED):
-            offset = 0
-            while rows := await self.runtime.store.runs.list(
-                status=status, limit=500, offset=offset
-            ):
-                offset += len(rows)
-                found += [
-                    r.run_id
-                    for r in rows
-                    if r.parent_run_id is None and (status is Status.RUNNING or r.reason == DRAIN)
-                ]
-        return found
+        """Start the embedded worker: it claims queued runs and takes up ones left behind."""
+        if self.worker is not None and self._worker_task is None:
+            self._worker_task = asyncio.create_task(self.worker.run(), name="tether-worker")
 
     async def start(
         self,
@@ -115,52 +81,97 @@ class EmbeddedLauncher(Launcher):
         budget: Budget | None,
         config: dict[str, Any] | None = None,
     ) -> None:
-        graph = await self.runtime.create(
-            agent, input, run_id=run_id, budget=budget, config=config, status=Status.RUNNING
-        )
-        self._spawn(run_id, self.runtime.execute(graph))
+        """Record a new run queued and wake the workers (RunExists if the id is taken)."""
+        await self.runtime.submit(agent, input, run_id=run_id, budget=budget, config=config)
 
-    async def resume(self, run_id: str, *, budget: dict[str, float] | None) -> None:
-        if run_id in self._tasks:
+    async def resume(self, run_id: str, *, budget: dict[str, float] | None) -> Status:
+        """Queue a paused or orphaned run again; `budget` replaces the limits it names.
+
+        The new limits are recorded (RunResumed) under the server's own claim, so the
+        worker that claims the run next rehydrates them from the log like everything else.
+        """
+        if run_id in self.runtime.executing:
             raise RunBusy(f"run {run_id} is executing; nothing to resume")
-        graph = await self.runtime.load(run_id)
-        if graph.finished is not None:
-            raise RunNotResumable(f"run {run_id} has finished ({graph.status}); nothing to resume")
-        if run_id in self._tasks:  # resumed by a concurrent request while we read its log
-            raise RunBusy(f"run {run_id} is executing; nothing to resume")
-        limits = replace(budget_of(graph.limits), **budget) if budget else None  # type: ignore[arg-type]
-        self._spawn(run_id, self.runtime.continue_graph(graph, budget=limits))
+        claim = await self.leases.take(run_id, self.runtime.owner, self.lease_ttl)
+        if claim is None:
+            raise await self._not_taken(run_id, "resume")
+        status, reason = Status.QUEUED, None
+        try:
+            graph = await self.runtime.load(run_id)
+            if graph.finished is not None:
+                status, reason = Status(graph.status), graph.reason or None
+                raise RunNotResumable(
+                    f"run {run_id} has finished ({graph.status}); nothing to resume"
+                )
+            if budget:
+                limits = replace(budget_of(graph.limits), **budget)  # type: ignore[arg-type]
+                resumed = RunResumed(owner=self.runtime.owner, epoch=claim.epoch)
+                resumed.limits.CopyFrom(limits_of(limits))
+                record = Record(at_us=now_us(), run_resumed=resumed)
+                seq = graph.next_seq
+                await self.runtime.store.log.append(
+                    run_id, [(seq, encode(record))], epoch=claim.epoch
+                )
+                self.runtime.events.record(run_id, seq, record)
+        finally:
+            await self._release(claim, status, reason)
+        await self.leases.notify()
+        return status
 
     async def cancel(self, run_id: str) -> Status:
-        outcome = await self.runtime.cancel(run_id)
-        task = self._tasks.get(run_id)
-        if task is not None:
-            await asyncio.wait([task])
+        """Stop a run for good; return its status now (the owner may still be stopping it).
+
+        The flag reaches a worker that owns the run at its next lease renewal (or its claim);
+        a run nobody holds is taken here and its RunFinished appended at our epoch.
+        """
+        status = await self.leases.request_cancel(run_id)
+        if status is None:
+            raise UnknownRun(run_id)
+        if status.finished:
+            raise RunNotResumable(f"run {run_id} has finished ({status.value}); cannot cancel")
+        if run_id in self.runtime.executing:  # the embedded worker executes it: stop it now
+            return (await self.runtime.cancel(run_id)).status
+        claim = await self.leases.take(run_id, self.runtime.owner, self.lease_ttl)
+        if claim is None:
+            info = await self.runtime.store.runs.get(run_id)
+            return info.status if info else status
+        try:
+            outcome = await self.runtime.cancel(run_id, epoch=claim.epoch)
+        except RunNotResumable:
+            # It finished, but a crash kept its row from saying so: give it back as it is.
+            graph = await self.runtime.load(run_id)
+            await self._release(claim, Status(graph.status), graph.reason or None)
+            raise
+        except BaseException:
+            await self._release(claim, status, None)
+            raise
+        await self._release(claim, outcome.status, outcome.reason or None)
         return outcome.status
 
-    def _spawn(self, run_id: str, work: Coroutine[Any, Any, Outcome]) -> None:
-        task = asyncio.create_task(work, name=f"tether-run-{run_id}")
-        self._tasks[run_id] = task
-        task.add_done_callback(lambda t: self._done(run_id, t))
+    async def _release(self, claim: Claim, status: Status, reason: str | None) -> None:
+        if not await self.leases.release(claim.run_id, claim.epoch, status, reason):
+            log.warning("run %s: release at epoch %d was fenced off", claim.run_id, claim.epoch)
 
-    def _done(self, run_id: str, task: asyncio.Task[Outcome]) -> None:
-        if self._tasks.get(run_id) is task:
-            del self._tasks[run_id]
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:
-            log.error("run %s stopped with an error: %r", run_id, exc, exc_info=exc)
-        else:
-            outcome = task.result()
-            log.info("run %s: %s %s", run_id, outcome.status.value, outcome.reason)
+    async def _not_taken(self, run_id: str, what: str) -> TetherError:
+        info = await self.runtime.store.runs.get(run_id)
+        if info is None:
+            return UnknownRun(run_id)
+        if info.status.finished:
+            return RunNotResumable(f"run {run_id} has finished ({info.status}); cannot {what}")
+        held = f" by {info.owner}" if info.owner else ""
+        return RunBusy(f"run {run_id} is {info.status.value}{held}; nothing to {what} now")
 
     @property
     def executing(self) -> list[str]:
-        """Ids of the runs this launcher is executing now."""
-        return list(self._tasks)
+        """Ids of the top-level runs executing in this process now."""
+        return [r for r in self.runtime.executing if "." not in r]
 
     async def close(self) -> None:
-        self.runtime.drain()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks.values()))
+        """Drain the embedded worker: its runs pause, recorded, and are released."""
+        if self.worker is None or self._worker_task is None:
+            return
+        self.worker.stop()
+        task = self._worker_task
+        await asyncio.wait([task])
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("embedded worker stopped with an error", exc_info=exc)

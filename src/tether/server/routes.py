@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 from typing import TYPE_CHECKING, Any
 
@@ -226,7 +228,29 @@ async def cancel_run(request: Request) -> Response:
     if await server.store.runs.get(run_id) is None:
         raise UnknownRun(run_id)
     status = await server.launcher.cancel(run_id)
+    if not status.finished:
+        status = await wait_finished(server, run_id, within=server.streams.cancel_wait_s)
     return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)})
+
+
+async def wait_finished(server: TetherServer, run_id: str, *, within: float) -> Status:
+    """The run's status once it finishes (its owner records that), or after `within` s.
+
+    Woken by the run's appends like a stream is (NOTIFY from the worker's replica), with
+    the streams' slow poll for stores that have no listener.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        woken = server.wakeups.current(run_id)  # taken before the read: no wake-up is lost
+        info = await server.store.runs.get(run_id)
+        if info is None:
+            raise UnknownRun(run_id)
+        left = deadline - loop.time()
+        if info.status.finished or left <= 0:
+            return info.status
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(woken.wait(), min(left, server.streams.poll_s))
 
 
 async def resume_run(request: Request) -> Response:
@@ -235,10 +259,10 @@ async def resume_run(request: Request) -> Response:
     body = parse_body(ResumeRun, await request.body(), optional=True)
     if await server.store.runs.get(run_id) is None:
         raise UnknownRun(run_id)
-    await server.launcher.resume(run_id, budget=body.budget.given() if body.budget else None)
-    return JSONResponse(
-        {"run_id": run_id, "status": Status.RUNNING.value, "urls": urls(run_id)}, 202
+    status = await server.launcher.resume(
+        run_id, budget=body.budget.given() if body.budget else None
     )
+    return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)}, 202)
 
 
 # -- health -------------------------------------------------------------------------

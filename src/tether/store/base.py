@@ -130,6 +130,8 @@ class Claim:
 
     run_id: str
     epoch: int
+    # A cancel was asked before the claim: record the cancellation instead of executing.
+    cancel: bool = False
 
 
 class Leases(ABC):
@@ -166,6 +168,26 @@ class Leases(ABC):
 
         Returns the child's new epoch; StaleEpoch if the parent's epoch has moved on.
         """
+
+    @abstractmethod
+    async def take(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+        """Claim one named top-level run at a new epoch, if nobody holds a live lease on it.
+
+        Unlike `claim`, a run paused for any reason is taken. None if it is held, finished,
+        a sub-agent run, or unknown.
+        """
+
+    @abstractmethod
+    async def request_cancel(self, run_id: str) -> Status | None:
+        """Flag an unfinished run to be cancelled by whoever owns it; return its status.
+
+        None if there is no such run. The flag outlives leases: a worker that claims a
+        flagged run records its cancellation instead of executing it.
+        """
+
+    @abstractmethod
+    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
+        """Of the runs held at these epochs, the ids of those flagged to be cancelled."""
 
     @abstractmethod
     async def notify(self) -> None:

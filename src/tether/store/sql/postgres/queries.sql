@@ -127,7 +127,7 @@ UPDATE runs SET status = 'running', reason = NULL, owner = $1, epoch = runs.epoc
        lease_until = extract(epoch FROM clock_timestamp()) + $3,
        updated_at = extract(epoch FROM clock_timestamp())
 FROM picked WHERE runs.run_id = picked.run_id
-RETURNING runs.run_id, runs.epoch;
+RETURNING runs.run_id, runs.epoch, runs.cancel_requested;
 
 -- name: renew
 -- Extend the leases of runs still at the epochs the caller claimed them at; returns those.
@@ -161,3 +161,30 @@ RETURNING runs.epoch;
 -- name: notify
 -- Wake the workers that LISTEN for work.
 SELECT pg_notify('tether_work', '');
+
+-- name: take
+-- Claim one named top-level run for owner $2 with a lease of $3 seconds at a new epoch,
+-- only while nobody holds a live lease on it (queued, paused for any reason, or running
+-- with an expired lease). The row lock orders it with a worker's claim of the same run:
+-- one of the two wins, the other finds it leased.
+UPDATE runs SET status = 'running', reason = NULL, owner = $2, epoch = runs.epoch + 1,
+       lease_until = extract(epoch FROM clock_timestamp()) + $3,
+       updated_at = extract(epoch FROM clock_timestamp())
+WHERE run_id = $1 AND parent_run_id IS NULL
+  AND (status IN ('queued', 'paused')
+       OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
+  AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp()))
+RETURNING epoch, cancel_requested;
+
+-- name: request_cancel
+-- Ask for a run to be cancelled, unless it has finished; returns its status then.
+UPDATE runs SET cancel_requested = (status NOT IN ('succeeded', 'failed', 'cancelled'))
+WHERE run_id = $1
+RETURNING status;
+
+-- name: cancels_asked
+-- Of the runs the caller holds (at their epochs), those asked to be cancelled.
+SELECT runs.run_id FROM runs
+JOIN unnest($1::text[], $2::bigint[]) AS held(run_id, epoch)
+  ON runs.run_id = held.run_id AND runs.epoch = held.epoch
+WHERE runs.cancel_requested;
