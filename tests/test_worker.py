@@ -66,7 +66,7 @@ def test_submit_then_worker_drains_on_sigterm_and_another_finishes(tmp_path: Pat
     """The embedded SQLite mode: one worker process at a time, the same drain."""
     e = env(tmp_path)
     e["TETHER_DEMO_SPEED"] = "1"
-    run_id = tether(tmp_path, "submit", "demo", "--input", '{"question": "q"}').stdout.strip()
+    run_id = tether(tmp_path, "submit", "demo", "--input", '{"prompt": "q"}').stdout.strip()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether", "worker", "--grace", "25"],
         cwd=tmp_path,

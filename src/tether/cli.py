@@ -170,6 +170,18 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
         return await _execute(store, args, lambda rt: rt.resume(args.run_id, budget=budget))
 
 
+def demo_model_server() -> contextlib.AbstractAsyncContextManager[Any]:
+    """A worker may be handed demo runs: serve the demo's scripted model (if installed).
+
+    `TETHER_DEMO_MODEL=openai:gpt-4.1` points the demo at a real provider instead.
+    """
+    try:
+        from tether.demo.agent import demo_models
+    except ImportError:  # the demo extra is not installed: this worker runs no demo
+        return contextlib.nullcontext()
+    return demo_models(os.environ.get("TETHER_DEMO_MODEL"))
+
+
 async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
     from tether.worker import Worker
 
@@ -185,8 +197,9 @@ async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
-    print(f"worker {runtime.owner} ready on {store.url.split('@')[-1]}", flush=True)
-    await worker.run()
+    async with demo_model_server():
+        print(f"worker {runtime.owner} ready on {store.url.split('@')[-1]}", flush=True)
+        await worker.run()
     print(f"worker {runtime.owner} stopped: {worker.statistics()}", flush=True)
     return 0
 

@@ -26,6 +26,17 @@ SUBAGENT_SCHEMA = {
 }
 
 
+def prompt_of(run_input: Any) -> str:
+    """An agent run's input is its prompt: a string, or `{"prompt": "..."}`."""
+    if isinstance(run_input, str):
+        return run_input
+    if isinstance(run_input, dict) and isinstance(run_input.get("prompt"), str):
+        return run_input["prompt"]
+    raise ValueError(
+        f'an agent run takes a prompt: a string or {{"prompt": "..."}}, not {run_input!r:.80}'
+    )
+
+
 class Agent:
     """A model, a system prompt, tools (functions or other agents) and a budget.
 
@@ -130,8 +141,7 @@ class Agent:
             previous_turn = ctx.parents_of(parents[0])[0]
             chain.append((previous_turn, parents))
             parents = ctx.parents_of(previous_turn)
-        run_input = await ctx.run_input()
-        messages: list[Message] = [{"role": "user", "content": run_input["prompt"]}]
+        messages: list[Message] = [{"role": "user", "content": prompt_of(await ctx.run_input())}]
         for turn_id, tool_ids in reversed(chain):
             messages.append(await ctx.output_of(turn_id))
             messages.extend([await ctx.output_of(t) for t in tool_ids])
@@ -241,7 +251,7 @@ class Agent:
             nid = graph.nodes[parents[0]].spec.parent_ids[0] if parents else None
         started = graph.started
         assert started is not None
-        messages.append({"role": "user", "content": (await codec.decode(started.input))["prompt"]})
+        messages.append({"role": "user", "content": prompt_of(await codec.decode(started.input))})
         for node_id in reversed(chain):
             state = graph.nodes[node_id]
             assert state.completed is not None
