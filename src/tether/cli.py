@@ -338,7 +338,10 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
             if generated:
                 print(f"API token: {token} (set TETHER_API_TOKEN or --token)", flush=True)
 
-        await serve(server, args.host, args.port, on_ready=ready, log_level=args.log_level)
+        # The embedded worker may be handed demo runs, as `tether worker` may.
+        models = demo_model_server() if mode == "embedded" else contextlib.nullcontext()
+        async with models:
+            await serve(server, args.host, args.port, on_ready=ready, log_level=args.log_level)
     print("tether serve: stopped", flush=True)
     return 0
 

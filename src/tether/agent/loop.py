@@ -30,8 +30,9 @@ def prompt_of(run_input: Any) -> str:
     """An agent run's input is its prompt: a string, or `{"prompt": "..."}`."""
     if isinstance(run_input, str):
         return run_input
-    if isinstance(run_input, dict) and isinstance(run_input.get("prompt"), str):
-        return run_input["prompt"]
+    prompt = run_input.get("prompt") if isinstance(run_input, dict) else None
+    if isinstance(prompt, str):
+        return prompt
     raise ValueError(
         f'an agent run takes a prompt: a string or {{"prompt": "..."}}, not {run_input!r:.80}'
     )
