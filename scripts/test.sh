@@ -6,6 +6,13 @@ export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
 python3 -m pip install -q -e '.[dev]'
 
+# The live run page is tested in a real headless browser: Debian's chromium and driver.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  echo "installing chromium and chromium-driver"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+
 # The store tests run against a real PostgreSQL at 127.0.0.1:5432.
 if ! pg_isready -q -h 127.0.0.1 -p 5432; then
   echo "PostgreSQL is not running; starting it"

@@ -24,6 +24,7 @@ from tether.executor import Outcome
 from tether.graph import Graph
 from tether.inspect import run_view
 from tether.records import Record
+from tether.registry import resolve_agent
 from tether.runtime import Runtime
 from tether.store import Status, Store, default_url, migrate_url, store_from_url
 
@@ -297,6 +298,54 @@ async def cmd_blobs_verify(store: Store, args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
+    import secrets
+
+    from tether.server import Launcher, StreamSettings, TetherServer
+    from tether.server.serve import serve
+
+    if args.speed is not None:
+        os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
+    token = args.token or os.environ.get("TETHER_API_TOKEN")
+    generated = not token
+    token = token or secrets.token_urlsafe(24)
+    agents = args.agent or ["demo"]
+    for name in agents:  # import them now: a bad name fails here, and adopted runs find theirs
+        resolve_agent(name)
+    async with _open_blobs(store, args) as blobs:
+        runtime = Runtime(store, grace=args.grace, blobs=blobs)
+        # Either way the server only queues runs; embedded, a worker in this process claims
+        # them (and takes up runs a previous server left behind, once their leases run out).
+        mode = args.workers or ("embedded" if store.url.startswith("sqlite:") else "external")
+        if mode == "embedded":
+            launcher = Launcher.embedded(
+                runtime, concurrency=args.concurrency, lease_ttl=args.lease_ttl
+            )
+        else:
+            launcher = Launcher(runtime, lease_ttl=args.lease_ttl)
+        server = TetherServer(
+            store,
+            launcher,
+            token=token,
+            blobs=blobs,
+            agents=agents,
+            streams=StreamSettings(max_duration_s=args.max_stream, poll_s=args.poll),
+        )
+
+        def ready(url: str) -> None:
+            where = store.url.split("@")[-1]
+            print(f"tether serve: listening on {url} (store {where}, workers {mode})", flush=True)
+            if generated:
+                print(f"API token: {token} (set TETHER_API_TOKEN or --token)", flush=True)
+
+        # The embedded worker may be handed demo runs, as `tether worker` may.
+        models = demo_model_server() if mode == "embedded" else contextlib.nullcontext()
+        async with models:
+            await serve(server, args.host, args.port, on_ready=ready, log_level=args.log_level)
+    print("tether serve: stopped", flush=True)
+    return 0
+
+
 async def cmd_migrate(args: argparse.Namespace) -> int:
     applied = await migrate_url(args.db)
     where = (args.db or default_url()).split("@")[-1]
@@ -385,6 +434,41 @@ def build_parser() -> argparse.ArgumentParser:
     verify = blobs_sub.add_parser("verify", help="check every blob a run points to")
     verify.add_argument("run_id")
     verify.set_defaults(fn=cmd_blobs_verify)
+
+    srv = sub.add_parser("serve", help="the HTTP API and live run pages")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    srv.add_argument("--token", help="API bearer token (default: $TETHER_API_TOKEN)")
+    srv.add_argument(
+        "--agent",
+        action="append",
+        help="an agent callers may start (name or module:attribute); repeat; default: demo",
+    )
+    srv.add_argument(
+        "--max-stream", type=float, default=60.0, help="seconds an event stream lasts (60)"
+    )
+    srv.add_argument(
+        "--poll", type=float, default=1.0, help="streams read the log at least this often (s)"
+    )
+    srv.add_argument("--grace", type=float, default=25.0, help="seconds nodes get on SIGTERM")
+    srv.add_argument(
+        "--workers",
+        choices=["embedded", "external"],
+        help="who executes runs: a worker in this process, or `tether worker` processes "
+        "(default: embedded on SQLite, external on PostgreSQL)",
+    )
+    srv.add_argument(
+        "--concurrency", type=int, default=16, help="runs the embedded worker executes at once"
+    )
+    srv.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=5.0,
+        help="seconds a lease lasts without renewal (embedded worker; server's own claims)",
+    )
+    srv.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
+    srv.add_argument("--log-level", default="warning")
+    srv.set_defaults(fn=cmd_serve)
 
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)

@@ -81,19 +81,35 @@ class RunExecutor:
         self.codec = runtime.new_codec()
         self._failure: str | None = None
         self._pause: str | None = None
+        # Set by Runtime.cancel: stop launching, cancel what is in flight, record CANCELLED.
+        self.cancelling = asyncio.Event()
+        self.finished = asyncio.Event()
 
     # -- the loop --------------------------------------------------------------
 
+    def request_cancel(self) -> None:
+        """Stop this run: in-flight nodes are cancelled unrecorded; it finishes CANCELLED."""
+        self.cancelling.set()
+
     async def execute(self) -> Outcome:
+        self.runtime.executing[self.graph.run_id] = self
+        try:
+            return await self._execute()
+        finally:
+            self.runtime.executing.pop(self.graph.run_id, None)
+            self.finished.set()
+
+    async def _execute(self) -> Outcome:
         g, rt = self.graph, self.runtime
         queue: deque[str] = deque(g.ready)
         tasks: dict[asyncio.Future[Any], str] = {}
         drain_wait = asyncio.ensure_future(rt.draining.wait())
+        cancel_wait = asyncio.ensure_future(self.cancelling.wait())
         hurry_wait = asyncio.ensure_future(rt.hurry.wait())
         loop = asyncio.get_running_loop()
         deadline: float | None = None
         try:
-            while True:
+            while not self.cancelling.is_set():
                 stopping = rt.draining.is_set() or bool(self._failure or self._pause)
                 if not stopping:
                     self._pause = g.exhausted(now_us())
@@ -107,7 +123,7 @@ class RunExecutor:
                     deadline = loop.time() + rt.grace
                 if rt.hurry.is_set():  # a second signal: the grace period ends now
                     deadline = loop.time()
-                waiting: set[asyncio.Future[Any]] = set(tasks)
+                waiting: set[asyncio.Future[Any]] = set(tasks) | {cancel_wait}
                 for wake in (drain_wait, hurry_wait):
                     if not wake.done():
                         waiting.add(wake)
@@ -115,6 +131,10 @@ class RunExecutor:
                 done, _ = await asyncio.wait(
                     waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
                 )
+                if self.cancelling.is_set():
+                    # What completed meanwhile is dropped: a cancelled run records no more.
+                    await self._wait_children_cancelled()
+                    break
                 if not done and deadline is not None:
                     log.warning(
                         "run %s: grace period over, cancelling %d nodes", g.run_id, len(tasks)
@@ -123,7 +143,7 @@ class RunExecutor:
                     break
                 batch: list[tuple[Record, bytes]] = []
                 for task in done:
-                    if task is drain_wait or task is hurry_wait:
+                    if task in (drain_wait, hurry_wait, cancel_wait):
                         continue
                     nid = tasks.pop(task)
                     batch.extend(self._collect(task, nid))
@@ -131,10 +151,27 @@ class RunExecutor:
                     queue.extend(await self._commit(batch))
         finally:
             drain_wait.cancel()
+            cancel_wait.cancel()
             hurry_wait.cancel()
             if tasks:  # an exception (fencing, cancellation) ends the loop: nothing more lands
                 await _cancel_all(tasks)
         return await self._finish()
+
+    async def _wait_children_cancelled(self) -> None:
+        """Let sub-agent runs here (cancelled along with this one) record their own finish.
+
+        Cancelling the node that waits for a child would interrupt the child mid-append;
+        the child instead stops on its own cancel flag, and its node then ends by itself.
+        """
+        prefix = f"{self.graph.run_id}."
+        children = [ex for rid, ex in self.runtime.executing.items() if rid.startswith(prefix)]
+        if children:
+            waits = [asyncio.ensure_future(ex.finished.wait()) for ex in children]
+            try:
+                await asyncio.wait(waits, timeout=self.runtime.grace)
+            finally:
+                for w in waits:
+                    w.cancel()
 
     def _collect(self, task: asyncio.Future[Any], node_id: str) -> list[tuple[Record, bytes]]:
         exc = task.exception()
@@ -203,7 +240,15 @@ class RunExecutor:
     async def _finish(self) -> Outcome:
         g, rt = self.graph, self.runtime
         result: Any = None
-        if self._failure:
+        if self.cancelling.is_set():
+            status = Status.CANCELLED
+            record = Record(
+                at_us=now_us(),
+                run_finished=RunFinished(
+                    status=RunStatus.RUN_STATUS_CANCELLED, error="cancelled by request"
+                ),
+            )
+        elif self._failure:
             status = Status.FAILED
             record = Record(
                 at_us=now_us(),

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from tether.graph import Graph
-from tether.records import Value
+from tether.records import BudgetLimits, NodeSpec, Record, Value
 
 FORMAT_VERSION = 1
 
@@ -55,6 +55,102 @@ def node_view(graph: Graph, node_id: str, *, outputs: bool = False) -> dict[str,
     return view
 
 
+def limits_view(lim: BudgetLimits) -> dict[str, Any]:
+    return {
+        "max_nodes": lim.max_nodes,
+        "max_tokens": lim.max_tokens,
+        "max_cost": lim.max_cost,
+        "max_wall_ms": lim.max_wall_ms,
+        "max_turns": lim.max_turns,
+    }
+
+
+def _spec_view(spec: NodeSpec) -> dict[str, Any]:
+    return {"node_id": spec.node_id, "kind": spec.kind, "parent_ids": list(spec.parent_ids)}
+
+
+_FINISHED = {1: "succeeded", 2: "failed", 3: "cancelled"}
+
+
+def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
+    """One log record as the event stream sends it: `body` says which kind of record.
+
+    Node records carry `node_id`, the node's `kind` and `status`; every record carries the
+    run `status` it implies where it changes it. Values are inline JSON or `{"$blob": ...}`.
+    """
+    body = record.WhichOneof("body")
+    view: dict[str, Any] = {
+        "format": FORMAT_VERSION,
+        "run_id": run_id,
+        "seq": seq,
+        "at_us": record.at_us,
+        "body": body,
+    }
+    if body == "run_started":
+        rs = record.run_started
+        view.update(
+            status="running",
+            agent=rs.agent,
+            input=_inline(rs.input),
+            limits=limits_view(rs.limits),
+            parent_run_id=rs.parent_run_id or None,
+            parent_node_id=rs.parent_node_id or None,
+            spawned=[_spec_view(s) for s in rs.roots],
+        )
+    elif body == "node_completed":
+        nc = record.node_completed
+        u = nc.used
+        view.update(
+            node_id=nc.node_id,
+            kind=nc.kind,
+            status="completed",
+            parent_ids=list(nc.parent_ids),
+            attempt=nc.attempt,
+            started_at_us=nc.started_at_us,
+            finished_at_us=nc.finished_at_us,
+            used={
+                "tokens_in": u.tokens_in,
+                "tokens_out": u.tokens_out,
+                "cost": u.cost,
+                "model_calls": u.model_calls,
+                "wall_ms": u.wall_ms,
+            },
+            output=_inline(nc.output),
+            spawned=[_spec_view(s) for s in nc.spawned],
+            blobs=[
+                {"url": b.url, "size": b.size, "sha256": b.sha256, "media_type": b.media_type}
+                for b in nc.blobs
+            ],
+            is_result=nc.is_result,
+            fallback=nc.fallback,
+        )
+    elif body == "node_failed":
+        nf = record.node_failed
+        view.update(
+            node_id=nf.node_id,
+            kind=nf.kind,
+            status="failed",
+            attempt=nf.attempt,
+            retryable=nf.retryable,
+            error={"type": nf.error_type, "message": nf.message},
+        )
+    elif body == "run_paused":
+        view.update(status="paused", reason=record.run_paused.reason)
+    elif body == "run_resumed":
+        rr = record.run_resumed
+        view.update(status="running", owner=rr.owner, epoch=rr.epoch)
+        if rr.HasField("limits"):
+            view["limits"] = limits_view(rr.limits)
+    elif body == "run_finished":
+        rf = record.run_finished
+        view.update(
+            status=_FINISHED.get(rf.status, "failed"),
+            reason=rf.error,
+            result=_inline(rf.result) if rf.HasField("result") else None,
+        )
+    return view
+
+
 def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
     """Status, budget, result and per-node timings of a rehydrated run."""
     lim = graph.limits
@@ -72,13 +168,7 @@ def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
         "parent_run_id": started.parent_run_id or None if started else None,
         "records": graph.next_seq,
         "budget": {
-            "limits": {
-                "max_nodes": lim.max_nodes,
-                "max_tokens": lim.max_tokens,
-                "max_cost": lim.max_cost,
-                "max_wall_ms": lim.max_wall_ms,
-                "max_turns": lim.max_turns,
-            },
+            "limits": limits_view(lim),
             "used": {
                 "nodes": graph.completed_count,
                 "tokens_in": graph.tokens_in,

@@ -13,6 +13,7 @@ from tether.core import Budget, Usage
 from tether.errors import (
     ChildFailed,
     ChildPaused,
+    ConflictingRecord,
     CorruptRecord,
     RunExists,
     RunNotResumable,
@@ -27,8 +28,10 @@ from tether.records import (
     BudgetLimits,
     NodeSpec,
     Record,
+    RunFinished,
     RunResumed,
     RunStarted,
+    RunStatus,
     decode_log,
     dump_json,
     encode,
@@ -83,6 +86,8 @@ class Runtime:
         self.events = EventBus()
         self.draining = asyncio.Event()
         self.hurry = asyncio.Event()
+        # The runs executing in this process (sub-agent runs included), by run id.
+        self.executing: dict[str, RunExecutor] = {}
 
     def new_codec(self) -> ValueCodec:
         return ValueCodec(self.blobs, threshold=self.offload_threshold)
@@ -96,6 +101,53 @@ class Runtime:
         if self.draining.is_set():
             self.hurry.set()
         self.draining.set()
+
+    def request_cancel(self, run_id: str) -> RunExecutor | None:
+        """Tell a run executing here (and its sub-agent runs) to stop; its executor, or None."""
+        here = self.executing.get(run_id)
+        if here is not None:
+            # Children first: one interrupted by its parent's node being cancelled then
+            # knows to record its own cancellation rather than vanish unrecorded.
+            for rid, child in list(self.executing.items()):
+                if rid.startswith(f"{run_id}."):
+                    child.request_cancel()
+            here.request_cancel()
+        return here
+
+    async def cancel(self, run_id: str, *, epoch: int | None = None) -> Outcome:
+        """Finish a run as CANCELLED: stop launching, cancel in-flight nodes, record it.
+
+        A run executing in this process (and its sub-agent runs here) is stopped by its
+        executor; one executing nowhere (paused, queued, orphaned) gets its RunFinished
+        appended here, fenced by `epoch` when the caller claimed the run for that.
+        RunNotResumable if the run had already finished.
+        """
+        here = self.request_cancel(run_id)
+        if here is not None:
+            await here.finished.wait()
+            return await self.outcome(run_id)
+        for _ in range(5):
+            graph = await self.load(run_id)
+            if graph.finished is not None:
+                raise RunNotResumable(f"run {run_id} has finished ({graph.status}); cannot cancel")
+            record = Record(
+                at_us=now_us(),
+                run_finished=RunFinished(
+                    status=RunStatus.RUN_STATUS_CANCELLED, error="cancelled by request"
+                ),
+            )
+            seq = graph.next_seq
+            try:
+                await self.store.log.append(run_id, [(seq, encode(record))], epoch=epoch)
+            except ConflictingRecord:
+                continue  # a record landed at that seq meanwhile: read the log again
+            graph.apply(record)
+            self.events.record(run_id, seq, record)
+            await self.store.runs.set_status(
+                run_id, Status.CANCELLED, reason=graph.reason, epoch=epoch
+            )
+            return await self._read_outcome(graph)
+        raise RunNotResumable(f"run {run_id} keeps growing while not owned here; cannot cancel")
 
     # -- creating and loading ----------------------------------------------------
 

@@ -130,6 +130,10 @@ class Worker:
             if graph.finished is not None:
                 # Its last record landed but the row was not updated (a crash in between).
                 status, reason = Status(graph.status), graph.reason or None
+            elif claim.cancel:
+                # Asked to cancel while nobody held it: record that, execute nothing.
+                outcome = await self.runtime.cancel(run_id, epoch=epoch)
+                status, reason = outcome.status, outcome.reason or None
             else:
                 outcome = await self.runtime.continue_graph(graph, epoch=epoch)
                 status, reason = outcome.status, outcome.reason or None
@@ -184,9 +188,17 @@ class Worker:
             held = list(self._held.values())
             try:
                 lost = await self.leases.renew(self.owner, held, self.lease_ttl)
+                asked = await self.leases.cancels_asked(held)
             except StoreUnavailable as exc:
                 log.warning("%s: lease renewal failed (%s); retrying", self.owner, exc)
                 continue
+            for run_id in asked:
+                # The executor records CANCELLED at our epoch and the run is released so.
+                # Not executing yet (between claim and resume): the next beat asks again.
+                executor = self.runtime.executing.get(run_id)
+                if executor is not None and not executor.cancelling.is_set():
+                    log.info("run %s: cancel requested; stopping it", run_id)
+                    self.runtime.request_cancel(run_id)
             by_id = {c.run_id: c for c in held}
             for run_id in lost:
                 if self._held.get(run_id) != by_id[run_id]:

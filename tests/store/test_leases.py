@@ -61,3 +61,34 @@ async def test_a_child_is_adopted_only_under_its_parents_epoch(store: Store) -> 
     with pytest.raises(StaleEpoch):  # the child's old epoch is fenced off too
         await store.log.append("p.c", [(1, b"x")], epoch=0)
     await store.log.append("p.c", [(1, b"x")], epoch=1)
+
+
+async def test_take_claims_one_named_run_nobody_holds(store: Store) -> None:
+    await add(store, "budget", Status.QUEUED)
+    await store.runs.set_status("budget", Status.PAUSED, reason="budget: node limit 3 reached")
+    await add(store, "held", Status.QUEUED)
+    await add(store, "done", Status.SUCCEEDED)
+    await add(store, "child", Status.QUEUED, parent_run_id="held")
+    [held] = await store.leases.claim("w1", 1, 5.0)  # "budget" is not claimable: "held" is
+    assert held.run_id == "held"
+    # Unlike claim, take gets a run paused for its budget (the server resumes it so).
+    assert await store.leases.take("budget", "server", 5.0) == Claim("budget", 1)
+    for run_id in ("held", "done", "child", "missing"):
+        assert await store.leases.take(run_id, "server", 5.0) is None
+    assert await store.leases.release("budget", 1, Status.QUEUED)
+    assert await store.leases.take("budget", "server", 5.0) == Claim("budget", 2)
+
+
+async def test_a_cancel_request_reaches_the_holder_and_the_next_claim(store: Store) -> None:
+    await add(store, "a", Status.QUEUED)
+    await add(store, "b", Status.QUEUED)
+    await add(store, "done", Status.SUCCEEDED)
+    held = await store.leases.claim("w1", 1, 5.0)
+    assert await store.leases.request_cancel("a") is Status.RUNNING
+    assert await store.leases.request_cancel("b") is Status.QUEUED
+    assert await store.leases.request_cancel("done") is Status.SUCCEEDED
+    assert await store.leases.request_cancel("missing") is None
+    assert await store.leases.cancels_asked(held) == ["a"]
+    assert await store.leases.cancels_asked([Claim("a", held[0].epoch + 1)]) == []
+    [b] = await store.leases.claim("w2", 1, 5.0)
+    assert b == Claim("b", 1, cancel=True)

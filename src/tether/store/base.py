@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -66,6 +66,30 @@ class LogStore(ABC):
         """Return the run's record bytes in seq order (the rehydration path)."""
         return [record for _, record in await self.read(run_id)]
 
+    def listener(self, on_append: AppendListener) -> LogListener | None:
+        """A listener for appends made by any process, or None if the backend has none.
+
+        `on_append(run_id, seq)` says records up to `seq` of `run_id` are durable;
+        `on_append(None, -1)` says some may have been missed (the listener reconnected),
+        so whoever tails a log should read it again.
+        """
+        return None
+
+
+AppendListener = Callable[[str | None, int], None]
+
+
+class LogListener(ABC):
+    """Cross-process wakeups for log tailers (PostgreSQL LISTEN); owned and closed by its user."""
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Start listening; returns once the first LISTEN is in place."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Stop listening and release the connection."""
+
 
 class RunTable(ABC):
     """The runs table: one row per run with its status."""
@@ -106,6 +130,8 @@ class Claim:
 
     run_id: str
     epoch: int
+    # A cancel was asked before the claim: record the cancellation instead of executing.
+    cancel: bool = False
 
 
 class Leases(ABC):
@@ -142,6 +168,26 @@ class Leases(ABC):
 
         Returns the child's new epoch; StaleEpoch if the parent's epoch has moved on.
         """
+
+    @abstractmethod
+    async def take(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+        """Claim one named top-level run at a new epoch, if nobody holds a live lease on it.
+
+        Unlike `claim`, a run paused for any reason is taken. None if it is held, finished,
+        a sub-agent run, or unknown.
+        """
+
+    @abstractmethod
+    async def request_cancel(self, run_id: str) -> Status | None:
+        """Flag an unfinished run to be cancelled by whoever owns it; return its status.
+
+        None if there is no such run. The flag outlives leases: a worker that claims a
+        flagged run records its cancellation instead of executing it.
+        """
+
+    @abstractmethod
+    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
+        """Of the runs held at these epochs, the ids of those flagged to be cancelled."""
 
     @abstractmethod
     async def notify(self) -> None:

@@ -15,6 +15,7 @@ class _State:
     def __init__(self) -> None:
         self.logs: dict[str, dict[int, bytes]] = {}
         self.runs: dict[str, RunInfo] = {}
+        self.cancels: set[str] = set()  # the runs_table's cancel_requested flag
 
 
 class MemoryLog(LogStore):
@@ -112,8 +113,45 @@ class MemoryLeases(Leases):
                 lease_until=now + ttl,
                 updated_at=now,
             )
-            claims.append(Claim(info.run_id, info.epoch + 1))
+            claims.append(Claim(info.run_id, info.epoch + 1, info.run_id in self._s.cancels))
         return claims
+
+    async def take(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+        info, now = self._s.runs.get(run_id), time.time()
+        if info is None or info.parent_run_id is not None:
+            return None
+        unleased = info.lease_until is None or info.lease_until < now
+        if not (info.status in (Status.QUEUED, Status.PAUSED, Status.RUNNING) and unleased):
+            return None
+        if info.status is Status.RUNNING and info.lease_until is None:
+            return None  # executing in some process without a lease (`tether demo`)
+        self._s.runs[run_id] = replace(
+            info,
+            status=Status.RUNNING,
+            reason=None,
+            owner=owner,
+            epoch=info.epoch + 1,
+            lease_until=now + ttl,
+            updated_at=now,
+        )
+        return Claim(run_id, info.epoch + 1, run_id in self._s.cancels)
+
+    async def request_cancel(self, run_id: str) -> Status | None:
+        info = self._s.runs.get(run_id)
+        if info is None:
+            return None
+        if not info.status.finished:
+            self._s.cancels.add(run_id)
+        return info.status
+
+    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
+        return [
+            c.run_id
+            for c in held
+            if c.run_id in self._s.cancels
+            and (info := self._s.runs.get(c.run_id)) is not None
+            and info.epoch == c.epoch
+        ]
 
     async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
         lost = []

@@ -43,7 +43,8 @@ class PostgresStore(Store):
     def __init__(self, url: str, *, min_size: int | None = None, max_size: int | None = None):
         self.url = url
         self._db = PgPool(url, min_size=min_size, max_size=max_size)
-        self.log = PostgresLog(self._db)
+        self._log = PostgresLog(self._db)
+        self.log = self._log
         self.runs = PostgresRuns(self._db)
         self._leases = PostgresLeases(self._db)
         self.leases = self._leases
@@ -58,6 +59,7 @@ class PostgresStore(Store):
         await self._db.open()
 
     async def close(self) -> None:
+        await self._log.close()
         await self._leases.close()
         await self._db.close()
 

@@ -28,7 +28,7 @@ class PostgresLeases(Leases):
         if limit <= 0:
             return []
         rows = await self._db.fetch(Q["claim"], owner, limit, ttl)
-        return [Claim(row[0], row[1]) for row in rows]
+        return [Claim(row[0], row[1], row[2]) for row in rows]
 
     async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
         if not held:
@@ -52,6 +52,22 @@ class PostgresLeases(Leases):
             raise StaleEpoch(parent_run_id, parent_epoch)
         epoch: int = rows[0][0]
         return epoch
+
+    async def take(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+        rows = await self._db.fetch(Q["take"], run_id, owner, ttl)
+        return Claim(run_id, rows[0][0], rows[0][1]) if rows else None
+
+    async def request_cancel(self, run_id: str) -> Status | None:
+        rows = await self._db.fetch(Q["request_cancel"], run_id)
+        return Status(rows[0][0]) if rows else None
+
+    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
+        if not held:
+            return []
+        rows = await self._db.fetch(
+            Q["cancels_asked"], [c.run_id for c in held], [c.epoch for c in held]
+        )
+        return [row[0] for row in rows]
 
     async def notify(self) -> None:
         await self._db.execute(Q["notify"])

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 import asyncpg
 
 from tether.errors import ConflictingRecord, StaleEpoch, StoreError
-from tether.store.base import LogStore
+from tether.store.base import AppendListener, LogListener, LogStore
 from tether.store.postgres_db import PgPool, rowcount
+from tether.store.postgres_listen import AppendNotifier, PostgresLogListener
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
@@ -32,6 +33,11 @@ def _unique(run_id: str, entries: Sequence[tuple[int, bytes]]) -> Sequence[tuple
 class PostgresLog(LogStore):
     def __init__(self, db: PgPool) -> None:
         self._db = db
+        self._notifier = AppendNotifier(db)
+
+    async def close(self) -> None:
+        """Send the notifications still pending, then stop the notifier."""
+        await self._notifier.close()
 
     async def append(
         self, run_id: str, entries: Sequence[tuple[int, bytes]], *, epoch: int | None = None
@@ -55,6 +61,7 @@ class PostgresLog(LogStore):
                 # it aborted, so nothing of this call landed. Find the seq to name it.
                 conflict, status = True, "INSERT 0 0"
             if rowcount(status) == len(entries):
+                self._notifier.note(run_id, seqs[-1])
                 return
             # The slow path, only for retries, conflicts and fenced-off appends.
             rows = await conn.fetch(Q["records_at"], run_id, seqs)
@@ -83,3 +90,6 @@ class PostgresLog(LogStore):
     async def read_all(self, run_id: str) -> list[bytes]:
         rows = await self._db.fetch(Q["read_all"], run_id)
         return [row[0] for row in rows]
+
+    def listener(self, on_append: AppendListener) -> LogListener:
+        return PostgresLogListener(self._db, on_append)

@@ -32,7 +32,9 @@ class SqliteLeases(Leases):
         args = {"owner": owner, "now": time.time(), "ttl": ttl, "limit": limit}
 
         def work(conn: sqlite3.Connection) -> list[Claim]:
-            return [Claim(r[0], r[1]) for r in conn.execute(Q["claim"], args).fetchall()]
+            return [
+                Claim(r[0], r[1], bool(r[2])) for r in conn.execute(Q["claim"], args).fetchall()
+            ]
 
         return await self._db.call(lambda: self._db.transaction(work))
 
@@ -74,6 +76,33 @@ class SqliteLeases(Leases):
         if epoch is None:
             raise StaleEpoch(parent_run_id, parent_epoch)
         return epoch
+
+    async def take(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+        args = {"owner": owner, "now": time.time(), "ttl": ttl, "run_id": run_id}
+
+        def work(conn: sqlite3.Connection) -> Claim | None:
+            row = conn.execute(Q["take"], args).fetchone()
+            return None if row is None else Claim(run_id, int(row[0]), bool(row[1]))
+
+        return await self._db.call(lambda: self._db.transaction(work))
+
+    async def request_cancel(self, run_id: str) -> Status | None:
+        def work(conn: sqlite3.Connection) -> Status | None:
+            row = conn.execute(Q["request_cancel"], (run_id,)).fetchone()
+            return None if row is None else Status(row[0])
+
+        return await self._db.call(lambda: self._db.transaction(work))
+
+    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
+        def work(conn: sqlite3.Connection) -> list[str]:
+            asked = []
+            for c in held:
+                row = conn.execute(Q["cancel_asked"], (c.run_id, c.epoch)).fetchone()
+                if row is not None and row[0]:
+                    asked.append(c.run_id)
+            return asked
+
+        return await self._db.call(lambda: work(self._db.conn))
 
     async def notify(self) -> None:
         self._woken.set()

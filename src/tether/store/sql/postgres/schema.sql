@@ -19,7 +19,8 @@ CREATE TABLE runs (
     updated_at double precision NOT NULL,
     owner text,
     epoch bigint NOT NULL DEFAULT 0,
-    lease_until double precision
+    lease_until double precision,
+    cancel_requested boolean NOT NULL DEFAULT false
 );
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);

@@ -69,7 +69,7 @@ WHERE run_id IN (
     ORDER BY created_at
     LIMIT :limit
 )
-RETURNING run_id, epoch;
+RETURNING run_id, epoch, cancel_requested;
 
 -- name: renew
 -- Extend one lease while the run is at the caller's epoch.
@@ -86,3 +86,23 @@ UPDATE runs SET epoch = epoch + 1, owner = :owner, updated_at = :now
 WHERE run_id = :run_id
   AND EXISTS (SELECT 1 FROM runs WHERE run_id = :parent AND epoch = :parent_epoch)
 RETURNING epoch;
+
+-- name: take
+-- Claim one named top-level run at a new epoch with a lease, only while nobody holds a
+-- live lease on it (queued, paused for any reason, or running with an expired lease).
+UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
+       lease_until = :now + :ttl, updated_at = :now
+WHERE run_id = :run_id AND parent_run_id IS NULL
+  AND (status IN ('queued', 'paused') OR (status = 'running' AND lease_until < :now))
+  AND (lease_until IS NULL OR lease_until < :now)
+RETURNING epoch, cancel_requested;
+
+-- name: request_cancel
+-- Ask for a run to be cancelled, unless it has finished; returns its status then.
+UPDATE runs SET cancel_requested = (status NOT IN ('succeeded', 'failed', 'cancelled'))
+WHERE run_id = ?
+RETURNING status;
+
+-- name: cancel_asked
+-- Whether a run the caller holds at its epoch was asked to be cancelled.
+SELECT cancel_requested FROM runs WHERE run_id = ? AND epoch = ?;

@@ -5,6 +5,8 @@ CREATE TABLE run_log (
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
 
+-- cancel_requested is written where ALTER TABLE ADD COLUMN (0003) puts it: SQLite keeps
+-- the table's text, and the schema test compares that text with the migrated one.
 CREATE TABLE runs (
     run_id TEXT PRIMARY KEY,
     agent TEXT NOT NULL,
@@ -16,7 +18,7 @@ CREATE TABLE runs (
     owner TEXT,
     epoch INTEGER NOT NULL DEFAULT 0,
     lease_until REAL
-);
+, cancel_requested INTEGER NOT NULL DEFAULT 0);
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
 

@@ -1,0 +1,232 @@
+"""An async Python client for `tether serve`: start, read, cancel, resume, follow a run.
+
+    async with TetherClient("http://127.0.0.1:8000", token) as client:
+        run = await client.start("demo", {"question": "why?"}, idempotency_key="q-1")
+        async for event in client.events(run["run_id"]):
+            print(event.seq, event.data["body"])
+
+`events()` survives any cut (gateway timeouts, a replica going away, the server's own
+stream time limit): it reconnects with Last-Event-ID and yields each record once, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from tether.errors import TetherError
+
+
+class ApiError(TetherError):
+    """The server refused a request; `status` and `kind` say how, the message says why."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(f"{status} {kind}: {message}")
+        self.status = status
+        self.kind = kind
+
+
+class StreamGaveUp(TetherError):
+    """events() could not reconnect for longer than its `give_up_after`."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """One event of a run's stream: a durable `record` (with its seq) or a live one."""
+
+    kind: str
+    data: dict[str, Any]
+    seq: int | None = None
+
+
+class TetherClient:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> TetherClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, method: str, url: str, **kw: Any) -> dict[str, Any]:
+        response = await self._http.request(method, url, **kw)
+        body = _json_or_none(response.content)
+        if response.status_code >= 400:
+            err = (body or {}).get("error", {}) if isinstance(body, dict) else {}
+            raise ApiError(
+                response.status_code,
+                err.get("type", "http"),
+                err.get("message", response.text[:200]),
+            )
+        if not isinstance(body, dict):
+            raise ApiError(response.status_code, "bad_response", "expected a JSON object")
+        return body
+
+    async def start(
+        self,
+        agent: str,
+        input: Any = None,
+        *,
+        budget: dict[str, float] | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Start a run; returns at once with `run_id`, `status` and `urls`.
+
+        With `idempotency_key`, a retried call returns the run the first call started.
+        """
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        body: dict[str, Any] = {"agent": agent, "input": input}
+        if budget:
+            body["budget"] = budget
+        return await self._call("POST", "/v1/runs", json=body, headers=headers)
+
+    async def get(self, run_id: str) -> dict[str, Any]:
+        """Status, budget used, counts, timings and nodes of a run."""
+        return await self._call("GET", f"/v1/runs/{run_id}")
+
+    async def list(
+        self, *, status: str | None = None, limit: int = 50, offset: int = 0
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if status:
+            params["status"] = status
+        return await self._call("GET", "/v1/runs", params=params)
+
+    async def cancel(self, run_id: str) -> dict[str, Any]:
+        """Stop a run for good (it finishes CANCELLED); closing a stream never does."""
+        return await self._call("POST", f"/v1/runs/{run_id}/cancel")
+
+    async def resume(
+        self, run_id: str, *, budget: dict[str, float] | None = None
+    ) -> dict[str, Any]:
+        """Resume a paused run; `budget` replaces the limits it names."""
+        return await self._call(
+            "POST", f"/v1/runs/{run_id}/resume", json={"budget": budget} if budget else {}
+        )
+
+    async def events(
+        self,
+        run_id: str,
+        *,
+        after: int = -1,
+        tokens: bool = False,
+        give_up_after: float = 120.0,
+    ) -> AsyncIterator[RunEvent]:
+        """Follow a run until it finishes: every record once, in order, across any cut.
+
+        Live events (tokens, node_started) are best effort and only come with `tokens`.
+        Raises StreamGaveUp after `give_up_after` seconds without a working connection.
+        """
+        last = after
+        delay = 0.1
+        failing_since: float | None = None
+        while True:
+            connected = False
+            headers = {"Last-Event-ID": str(last)} if last >= 0 else {}
+            params = {"tokens": "1"} if tokens else {}
+            try:
+                async with self._http.stream(
+                    "GET",
+                    f"/v1/runs/{run_id}/events",
+                    headers=headers,
+                    params=params,
+                    timeout=httpx.Timeout(30.0, read=None),
+                ) as response:
+                    if response.status_code >= 500:
+                        raise httpx.TransportError(f"server answered {response.status_code}")
+                    if response.status_code >= 400:
+                        await response.aread()
+                        body = _json_or_none(response.content) or {}
+                        err = body.get("error", {}) if isinstance(body, dict) else {}
+                        raise ApiError(
+                            response.status_code,
+                            err.get("type", "http"),
+                            err.get("message", ""),
+                        )
+                    failing_since, delay, connected = None, 0.1, True
+                    async for kind, data, retry_ms in _messages(response):
+                        if retry_ms is not None:
+                            delay = retry_ms / 1000
+                        if kind == "record":
+                            seq = int(data["seq"])
+                            if seq <= last:
+                                continue  # already yielded before a reconnect
+                            last = seq
+                            yield RunEvent(kind, data, seq)
+                        elif kind == "end":
+                            return
+                        elif kind == "reconnect":
+                            delay = 0.0
+                            break
+                        elif kind is not None:
+                            yield RunEvent(kind, data)
+            except (httpx.TransportError, httpx.StreamError):
+                if failing_since is None and connected:
+                    # A working stream was cut (a gateway timeout, a replica going away):
+                    # reconnect at once; back off only while connecting fails.
+                    failing_since, delay = time.monotonic(), 0.0
+                    continue
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - failing_since > give_up_after:
+                    raise StreamGaveUp(
+                        f"run {run_id}: no connection to the server for {give_up_after:g}s "
+                        f"(last seq {last}); call events(after={last}) to continue"
+                    ) from None
+                delay = min(max(delay, 0.1) * 2, 5.0)
+            await asyncio.sleep(delay)
+
+
+async def _messages(
+    response: httpx.Response,
+) -> AsyncIterator[tuple[str | None, dict[str, Any], int | None]]:
+    """(event, data, retry ms) for each SSE message; comments are dropped."""
+    kind: str | None = None
+    data: list[str] = []
+    retry: int | None = None
+    async for line in response.aiter_lines():
+        if line == "":
+            if kind is not None or data or retry is not None:
+                payload = _json_or_none("\n".join(data).encode()) if data else {}
+                yield kind or ("message" if data else None), payload or {}, retry
+            kind, data, retry = None, [], None
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "event":
+            kind = value
+        elif field == "data":
+            data.append(value)
+        elif field == "retry" and value.isdigit():
+            retry = int(value)
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None

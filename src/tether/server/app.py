@@ -1,0 +1,98 @@
+"""The HTTP server: one TetherServer per process, stateless between requests.
+
+Everything a request needs is in the store (runs, log) and the blob store, so any
+number of replicas can sit behind a load balancer; the only per-process state is the
+runs this process executes (embedded mode) and the streams it holds open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+
+from tether.blobs import BlobStore
+from tether.server.auth import BearerAuth
+from tether.server.events import StreamSettings
+from tether.server.launch import Launcher
+from tether.server.routes import exception_handlers, routes
+from tether.server.wakeups import Wakeups
+from tether.store.base import LogListener, Store
+
+
+class TetherServer:
+    """The state behind the routes: store, launcher, wakeups for streams, settings."""
+
+    def __init__(
+        self,
+        store: Store,
+        launcher: Launcher,
+        *,
+        token: str,
+        blobs: BlobStore | None = None,
+        agents: Sequence[str] = ("demo",),
+        streams: StreamSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.launcher = launcher
+        self.runtime = launcher.runtime
+        self.blobs = blobs
+        # Agent names a caller may start: resolving a name imports a module, so the
+        # server never imports what a request names unless it was allowed here.
+        self.agents = tuple(agents)
+        self.streams = streams or StreamSettings()
+        self.wakeups = Wakeups()
+        self.closing = asyncio.Event()
+        self.streams_open = 0
+        self._listener: LogListener | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._state = "new"
+        self.app = Starlette(
+            routes=routes(),
+            middleware=[Middleware(BearerAuth, token=token)],
+            lifespan=self._lifespan,
+            exception_handlers=exception_handlers(),
+        )
+        self.app.state.tether = self
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        await self.open()
+        try:
+            yield
+        finally:
+            await self.close()
+
+    @property
+    def ready(self) -> bool:
+        return self._state == "open" and not self.closing.is_set()
+
+    async def open(self) -> None:
+        """Listen for appends, then let the launcher take up its runs."""
+        if self._state != "new":
+            return
+        self._state = "opening"
+        self._unsubscribe = self.runtime.events.on_record(self.wakeups.on_record)
+        self._listener = self.store.log.listener(self.wakeups.on_append)
+        if self._listener is not None:
+            await self._listener.start()
+        await self.launcher.open()
+        self._state = "open"
+
+    async def close(self) -> None:
+        """Drain runs executing here (they pause, recorded), then end the open streams."""
+        if self._state in ("closing", "closed"):
+            return
+        self._state = "closing"
+        try:
+            await self.launcher.close()
+        finally:
+            self.closing.set()
+            if self._listener is not None:
+                await self._listener.close()
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+            self._state = "closed"

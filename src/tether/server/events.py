@@ -1,0 +1,175 @@
+"""Server-Sent Events: a run's log records (id = seq), resumable, plus live token events.
+
+A stream reads the log after the client's last seq, sends each record once, then waits
+for a wakeup (this process's appends, PostgreSQL NOTIFY from other replicas, or a slow
+poll) and reads again. It ends when the run finishes, or cleanly after a maximum duration
+(below gateway timeouts) with a `retry:` hint; the client reconnects with Last-Event-ID.
+Token events carry no id, so a reconnect never skips or repeats a record because of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tether.inspect import record_view
+from tether.records import decode_one
+
+if TYPE_CHECKING:
+    from tether.server.app import TetherServer
+
+TOKEN_QUEUE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSettings:
+    """How long a stream lives and how it keeps itself honest."""
+
+    max_duration_s: float = 60.0
+    # Reads the log this often with no wakeup: covers appends no listener reported
+    # (another process on SQLite, a NOTIFY lost while the listener reconnected).
+    poll_s: float = 1.0
+    keepalive_s: float = 15.0
+    retry_ms: int = 1000
+    # How long POST .../cancel waits for the run's owner to record the cancellation.
+    cancel_wait_s: float = 30.0
+
+
+def sse(
+    *,
+    event: str | None = None,
+    data: Any = None,
+    id: int | None = None,
+    retry: int | None = None,
+    comment: str | None = None,
+) -> bytes:
+    """One SSE message; `data` is sent as compact JSON on one line."""
+    lines = []
+    if comment is not None:
+        lines.append(f": {comment}")
+    if retry is not None:
+        lines.append(f"retry: {retry}")
+    if id is not None:
+        lines.append(f"id: {id}")
+    if event is not None:
+        lines.append(f"event: {event}")
+    if data is not None:
+        lines.append("data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+async def record_stream(
+    server: TetherServer, run_id: str, after: int, *, tokens: bool
+) -> AsyncIterator[bytes]:
+    """The body of `GET /v1/runs/{run_id}/events`."""
+    settings = server.streams
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.max_duration_s
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(TOKEN_QUEUE)
+    unsubscribe = None
+    if tokens:
+
+        def on_event(rid: str, node_id: str, event: dict[str, Any]) -> None:
+            if rid == run_id and not queue.full():  # tokens are best effort: drop, never block
+                queue.put_nowait({"run_id": rid, "node_id": node_id, **event})
+
+        unsubscribe = server.runtime.events.on_event(on_event)
+    closing = asyncio.ensure_future(server.closing.wait())
+    token_wait = asyncio.ensure_future(queue.get())
+    wake_wait: asyncio.Future[Any] | None = None
+    server.streams_open += 1
+    try:
+        yield sse(retry=settings.retry_ms, comment=f"run {run_id} after seq {after}")
+        last, first_read, read = after, True, True
+        next_keepalive = loop.time() + settings.keepalive_s
+        while True:
+            if read:
+                wake = server.wakeups.current(run_id)  # before reading: no lost wakeup
+                rows = await server.store.log.read(run_id, after_seq=last)
+                for seq, data in rows:
+                    view = record_view(run_id, seq, decode_one(run_id, seq, data))
+                    yield sse(id=seq, event="record", data=view)
+                    last = seq
+                    if view["body"] == "run_finished":
+                        yield sse(event="end", data={"run_id": run_id, "status": view["status"]})
+                        return
+                if not rows and first_read and await _finished(server, run_id):
+                    # The client has the finish already; the status changes only after it
+                    # is recorded, so one more read settles it.
+                    if not await server.store.log.read(run_id, after_seq=last):
+                        yield sse(event="end", data={"run_id": run_id, "status": "finished"})
+                        return
+                    continue
+                first_read, read = False, False
+                next_poll = loop.time() + settings.poll_s
+                if wake_wait is not None:
+                    wake_wait.cancel()
+                wake_wait = asyncio.ensure_future(wake.wait())
+            now = loop.time()
+            timeout = max(0.0, min(next_poll, deadline, next_keepalive) - now)
+            waits: list[asyncio.Future[Any]] = [closing, wake_wait]  # type: ignore[list-item]
+            if tokens:
+                waits.append(token_wait)
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            now = loop.time()
+            if closing.done() or now >= deadline:
+                if closing.done():  # shutting down: send what the drain recorded first
+                    for seq, data in await server.store.log.read(run_id, after_seq=last):
+                        view = record_view(run_id, seq, decode_one(run_id, seq, data))
+                        yield sse(id=seq, event="record", data=view)
+                        last = seq
+                # Not an error: the run goes on; the client reconnects where it stopped.
+                yield sse(
+                    retry=settings.retry_ms,
+                    event="reconnect",
+                    data={"run_id": run_id, "after": last},
+                )
+                return
+            if (wake_wait is not None and wake_wait.done()) or now >= next_poll:
+                # Records first: a node's node_started and tokens follow the record that
+                # spawned it, since the runtime wakes us before it launches the node.
+                read = True
+            elif tokens and token_wait.done():
+                yield sse(event=_event_name(token_wait.result()), data=token_wait.result())
+                while not queue.empty():
+                    item = queue.get_nowait()
+                    yield sse(event=_event_name(item), data=item)
+                token_wait = asyncio.ensure_future(queue.get())
+            elif now >= next_keepalive:
+                yield sse(comment="keepalive")
+                next_keepalive = now + settings.keepalive_s
+    finally:
+        server.streams_open -= 1
+        for fut in (closing, token_wait, wake_wait):
+            if fut is not None:
+                fut.cancel()
+        if unsubscribe is not None:
+            unsubscribe()
+
+
+def _event_name(item: dict[str, Any]) -> str:
+    kind = item.get("type")
+    return kind if isinstance(kind, str) and kind.isidentifier() else "live"
+
+
+async def _finished(server: TetherServer, run_id: str) -> bool:
+    info = await server.store.runs.get(run_id)
+    return info is not None and info.status.finished
+
+
+def parse_after(last_event_id: str | None, after: str | None) -> int:
+    """The seq a stream resumes after: Last-Event-ID wins (a reconnect), else ?after=."""
+    raw = last_event_id if last_event_id not in (None, "") else after
+    if raw in (None, ""):
+        return -1
+    assert raw is not None
+    value = int(raw)  # ValueError: the route answers 400
+    if value < -1 or value > 2**62:
+        raise ValueError(raw)
+    return value
+
+
+__all__ = ["StreamSettings", "parse_after", "record_stream", "sse"]

@@ -1,0 +1,165 @@
+"""GET /openapi.json: the API described for clients and for schemathesis to fuzz."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from tether.server.schemas import ResumeRun, StartRun
+from tether.store.base import Status
+
+_REF = "#/components/schemas/{model}"
+
+
+def _json(schema: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
+
+
+def _err(description: str) -> dict[str, Any]:
+    return {"description": description, "content": _json("Error")}
+
+
+_RUN_ID = {"name": "run_id", "in": "path", "required": True,
+           "schema": {"type": "string", "minLength": 1, "maxLength": 400}}  # fmt: skip
+_AUTH = {"401": _err("missing or wrong bearer token")}
+_UNKNOWN = {"404": _err("no such run"), "400": _err("malformed run id or parameter")}
+
+
+def _op(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"summary": summary, "responses": {**responses, **_AUTH}, **extra}
+
+
+@cache
+def document() -> dict[str, Any]:
+    schemas: dict[str, Any] = {}
+    for model in (StartRun, ResumeRun):
+        full = model.model_json_schema(ref_template=_REF)
+        schemas.update(full.pop("$defs", {}))
+        schemas[model.__name__] = full
+    obj = {"type": "object"}
+    schemas.update(
+        Error={
+            "type": "object",
+            "required": ["error"],
+            "properties": {
+                "error": {
+                    "type": "object",
+                    "required": ["type", "message"],
+                    "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+                }
+            },
+        },
+        RunAccepted={
+            "type": "object",
+            "required": ["run_id", "status", "urls"],
+            "properties": {"run_id": {"type": "string"}, "status": {"type": "string"}, "urls": obj},
+        },
+        Run={"type": "object", "required": ["run_id", "status", "budget", "nodes", "counts"]},
+        RunList={
+            "type": "object",
+            "required": ["runs", "next"],
+            "properties": {"runs": {"type": "array"}, "next": {"type": ["string", "null"]}},
+        },
+    )
+    start_body = {"required": True, "content": _json("StartRun")}
+    resume_body = {"required": False, "content": _json("ResumeRun")}
+    bad = {"400": _err("malformed request"), "422": _err("invalid field; the message names it")}
+    conflict = {"409": _err("the run has finished, or is executing already")}
+    paths: dict[str, Any] = {
+        "/healthz": {"get": {"summary": "liveness", "security": [], "responses": {"200": {
+            "description": "alive"}}}},
+        "/readyz": {"get": {"summary": "readiness", "security": [], "responses": {
+            "200": {"description": "ready"}, "503": {"description": "not ready"}}}},
+        "/v1/runs": {
+            "post": _op(
+                "start a run; answers at once",
+                {"202": {"description": "accepted", "content": _json("RunAccepted")}, **bad,
+                 "409": _err("Idempotency-Key reused for a different request"),
+                 "413": _err("body too large")},
+                requestBody=start_body,
+                parameters=[{"name": "Idempotency-Key", "in": "header", "required": False,
+                             "schema": {"type": "string", "minLength": 1, "maxLength": 200}}],
+            ),
+            "get": _op(
+                "list runs, newest first",
+                {"200": {"description": "a page of runs", "content": _json("RunList")},
+                 "400": _err("bad filter or page")},
+                parameters=[
+                    {"name": "status", "in": "query", "required": False,
+                     "schema": {"type": "string", "enum": [s.value for s in Status]}},
+                    {"name": "limit", "in": "query", "required": False,
+                     "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
+                    {"name": "offset", "in": "query", "required": False,
+                     "schema": {"type": "integer", "minimum": 0, "maximum": 10**9}},
+                ],
+            ),
+        },
+        "/v1/runs/{run_id}": {"get": _op(
+            "status, budget used, counts, timings and nodes of a run",
+            {"200": {"description": "the run", "content": _json("Run")}, **_UNKNOWN},
+            parameters=[_RUN_ID, {"name": "outputs", "in": "query", "required": False,
+                                  "schema": {"type": "string", "enum": ["0", "1"]}}],
+        )},
+        "/v1/runs/{run_id}/events": {"get": _op(
+            "the run's records as Server-Sent Events (id = seq), resumable",
+            {"200": {"description": "an event stream", "content": {"text/event-stream": {
+                "schema": {"type": "string"}}}}, **_UNKNOWN, "400": _err("bad seq")},
+            parameters=[
+                _RUN_ID,
+                {"name": "after", "in": "query", "required": False,
+                 "schema": {"type": "integer", "minimum": -1}},
+                {"name": "tokens", "in": "query", "required": False,
+                 "schema": {"type": "string", "enum": ["0", "1"]}},
+                {"name": "Last-Event-ID", "in": "header", "required": False,
+                 "schema": {"type": "string"}},
+            ],
+        )},
+        "/v1/runs/{run_id}/cancel": {"post": _op(
+            "cancel a run: it finishes CANCELLED (disconnecting never does)",
+            {"200": {"description": "the run's status", "content": _json("RunAccepted")},
+             **_UNKNOWN, **conflict},
+            parameters=[_RUN_ID],
+        )},
+        "/v1/runs/{run_id}/resume": {"post": _op(
+            "resume a paused or interrupted run, optionally with a larger budget",
+            {"202": {"description": "resuming", "content": _json("RunAccepted")},
+             **_UNKNOWN, **conflict, **bad},
+            parameters=[_RUN_ID],
+            requestBody=resume_body,
+        )},
+        "/v1/blobs/{sha256}": {"get": _op(
+            "a blob that a record of the run points to",
+            {"200": {"description": "the bytes, with their media type",
+                     "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}},
+             "400": _err("bad hash or no run named"), "404": _err("not referenced or absent")},
+            parameters=[
+                {"name": "sha256", "in": "path", "required": True,
+                 "schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
+                {"name": "run_id", "in": "query", "required": True,
+                 "schema": {"type": "string", "minLength": 1}},
+            ],
+        )},
+        "/runs/{run_id}": {"get": _op(
+            "the live run page (HTML)",
+            {"200": {"description": "the page", "content": {"text/html": {
+                "schema": {"type": "string"}}}}, "303": {"description": "token kept in a cookie"}},
+            parameters=[_RUN_ID],
+        )},
+    }  # fmt: skip
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "tether", "version": "1"},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(document())

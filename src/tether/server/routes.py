@@ -1,0 +1,336 @@
+"""The /v1 routes: start, read, list, stream, cancel and resume runs; fetch blobs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from tether.errors import (
+    CorruptRecord,
+    RunExists,
+    RunNotResumable,
+    StoreUnavailable,
+    TetherError,
+    UnknownAgent,
+    UnknownRun,
+)
+from tether.ids import new_run_id
+from tether.inspect import run_view
+from tether.runtime import parse_config
+from tether.server.blob_route import get_blob
+from tether.server.events import parse_after, record_stream
+from tether.server.launch import RunBusy
+from tether.server.openapi import openapi
+from tether.server.page import run_page
+from tether.server.schemas import BadRequest, ResumeRun, StartRun, parse_body
+from tether.store.base import RunInfo, Status
+
+if TYPE_CHECKING:
+    from tether.graph import Graph
+    from tether.server.app import TetherServer
+
+MAX_KEY = 200
+
+
+def server_of(request: Request) -> TetherServer:
+    server: TetherServer = request.app.state.tether
+    return server
+
+
+def urls(run_id: str) -> dict[str, str]:
+    base = f"/v1/runs/{run_id}"
+    return {
+        "self": base,
+        "events": f"{base}/events",
+        "cancel": f"{base}/cancel",
+        "resume": f"{base}/resume",
+        "page": f"/runs/{run_id}",
+    }
+
+
+def run_id_of(request: Request) -> str:
+    run_id: str = request.path_params["run_id"]
+    if not run_id or len(run_id) > 400:
+        raise BadRequest(400, "bad_run_id", "run id must be 1 to 400 characters")
+    return run_id
+
+
+def idempotent_run_id(key: str) -> str:
+    """The run id an Idempotency-Key names: a retried start finds the same run."""
+    return "idem-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def fingerprint(body: StartRun) -> str:
+    """What a retry must repeat for its key to return the first run."""
+    return hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+
+
+# -- runs ---------------------------------------------------------------------------
+
+
+async def start_run(request: Request) -> Response:
+    server = server_of(request)
+    body = parse_body(StartRun, await request.body())
+    if body.agent not in server.agents:
+        raise BadRequest(
+            422,
+            "unknown_agent",
+            f"agent {body.agent!r} is not served here; this server runs {list(server.agents)}",
+        )
+    key = request.headers.get("idempotency-key")
+    if key is not None and not 1 <= len(key) <= MAX_KEY:
+        raise BadRequest(400, "bad_idempotency_key", f"Idempotency-Key must be 1-{MAX_KEY} chars")
+    run_id = idempotent_run_id(key) if key else new_run_id()
+    replayed = False
+    try:
+        await server.launcher.start(
+            body.agent,
+            body.input,
+            run_id=run_id,
+            budget=body.budget.budget() if body.budget else None,
+            config={"request": fingerprint(body)} if key else None,
+        )
+    except RunExists:
+        if not key:
+            raise
+        graph = await server.runtime.load(run_id)
+        started = graph.started
+        if started is None or parse_config(started.config).get("request") != fingerprint(body):
+            raise BadRequest(
+                409,
+                "idempotency_key_reused",
+                "this Idempotency-Key was used for a different request; use a new key",
+            ) from None
+        replayed = True
+    info = await server.store.runs.get(run_id)
+    status = info.status.value if info else Status.QUEUED.value
+    headers = {"Location": f"/v1/runs/{run_id}"}
+    if replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return JSONResponse(
+        {"run_id": run_id, "status": status, "urls": urls(run_id)}, 202, headers=headers
+    )
+
+
+def row_view(info: RunInfo) -> dict[str, Any]:
+    return {
+        "run_id": info.run_id,
+        "agent": info.agent,
+        "status": info.status.value,
+        "reason": info.reason,
+        "parent_run_id": info.parent_run_id,
+        "created_at": info.created_at,
+        "updated_at": info.updated_at,
+        "owner": info.owner,
+        "urls": urls(info.run_id),
+    }
+
+
+def counts(graph: Graph) -> dict[str, int]:
+    failed = sum(1 for s in graph.nodes.values() if s.failed is not None and s.completed is None)
+    return {
+        "nodes": len(graph.nodes),
+        "completed": graph.completed_count,
+        "failed": failed,
+        "ready": len(graph.ready),
+        "pending": graph.pending,
+    }
+
+
+async def get_run(request: Request) -> Response:
+    server = server_of(request)
+    run_id = run_id_of(request)
+    info = await server.store.runs.get(run_id)
+    if info is None:
+        raise UnknownRun(run_id)
+    graph = await server.runtime.load(run_id)
+    view = run_view(graph, outputs=request.query_params.get("outputs") in ("1", "true"))
+    first = graph.started
+    view.update(
+        counts=counts(graph),
+        timings={
+            "created_at": info.created_at,
+            "updated_at": info.updated_at,
+            "last_record_at_us": graph.last_at_us,
+            "wall_ms": graph.wall_ms(),
+        },
+        row=row_view(info),
+        urls=urls(run_id),
+    )
+    view["parent_run_id"] = (first.parent_run_id or None) if first else None
+    return JSONResponse(view)
+
+
+async def list_runs(request: Request) -> Response:
+    server = server_of(request)
+    q = request.query_params
+    status = None
+    if q.get("status"):
+        try:
+            status = Status(q["status"])
+        except ValueError:
+            raise BadRequest(
+                400, "bad_status", f"status must be one of {[s.value for s in Status]}"
+            ) from None
+    limit = _int_param(q.get("limit"), "limit", 50, 1, 500)
+    offset = _int_param(q.get("offset"), "offset", 0, 0, 10**9)
+    rows = await server.store.runs.list(status=status, limit=limit + 1, offset=offset)
+    more = len(rows) > limit
+    next_url = None
+    if more:
+        next_url = f"/v1/runs?limit={limit}&offset={offset + limit}"
+        if status is not None:
+            next_url += f"&status={status.value}"
+    return JSONResponse({"runs": [row_view(r) for r in rows[:limit]], "next": next_url})
+
+
+def _int_param(raw: str | None, name: str, default: int, lo: int, hi: int) -> int:
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(400, f"bad_{name}", f"{name} must be an integer") from None
+    if not lo <= value <= hi:
+        raise BadRequest(400, f"bad_{name}", f"{name} must be between {lo} and {hi}")
+    return value
+
+
+async def run_events(request: Request) -> Response:
+    server = server_of(request)
+    run_id = run_id_of(request)
+    try:
+        after = parse_after(request.headers.get("last-event-id"), request.query_params.get("after"))
+    except ValueError:
+        raise BadRequest(
+            400, "bad_after", "Last-Event-ID and ?after= must be a seq (an integer >= -1)"
+        ) from None
+    if await server.store.runs.get(run_id) is None:
+        raise UnknownRun(run_id)
+    tokens = request.query_params.get("tokens") in ("1", "true")
+    return StreamingResponse(
+        record_stream(server, run_id, after, tokens=tokens),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def cancel_run(request: Request) -> Response:
+    server = server_of(request)
+    run_id = run_id_of(request)
+    if await server.store.runs.get(run_id) is None:
+        raise UnknownRun(run_id)
+    status = await server.launcher.cancel(run_id)
+    if not status.finished:
+        status = await wait_finished(server, run_id, within=server.streams.cancel_wait_s)
+    return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)})
+
+
+async def wait_finished(server: TetherServer, run_id: str, *, within: float) -> Status:
+    """The run's status once it finishes (its owner records that), or after `within` s.
+
+    Woken by the run's appends like a stream is (NOTIFY from the worker's replica), with
+    the streams' slow poll for stores that have no listener.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        woken = server.wakeups.current(run_id)  # taken before the read: no wake-up is lost
+        info = await server.store.runs.get(run_id)
+        if info is None:
+            raise UnknownRun(run_id)
+        left = deadline - loop.time()
+        if info.status.finished or left <= 0:
+            return info.status
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(woken.wait(), min(left, server.streams.poll_s))
+
+
+async def resume_run(request: Request) -> Response:
+    server = server_of(request)
+    run_id = run_id_of(request)
+    body = parse_body(ResumeRun, await request.body(), optional=True)
+    if await server.store.runs.get(run_id) is None:
+        raise UnknownRun(run_id)
+    status = await server.launcher.resume(
+        run_id, budget=body.budget.given() if body.budget else None
+    )
+    return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)}, 202)
+
+
+# -- health -------------------------------------------------------------------------
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+async def readyz(request: Request) -> Response:
+    server = server_of(request)
+    if not server.ready:
+        return JSONResponse({"ok": False, "why": "starting or shutting down"}, 503)
+    try:
+        await server.store.runs.list(limit=1)
+    except StoreUnavailable as exc:
+        return JSONResponse({"ok": False, "why": str(exc)}, 503)
+    return JSONResponse({"ok": True})
+
+
+# -- errors -------------------------------------------------------------------------
+
+
+def error(status: int, kind: str, message: str, details: Any = None) -> JSONResponse:
+    body: dict[str, Any] = {"type": kind, "message": message}
+    if details is not None:
+        body["details"] = details
+    return JSONResponse({"error": body}, status)
+
+
+async def _bad_request(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, BadRequest)
+    return error(exc.status, exc.kind, exc.message, exc.details)
+
+
+async def _tether_error(request: Request, exc: Exception) -> Response:
+    status, kind = {
+        UnknownRun: (404, "unknown_run"),
+        RunExists: (409, "run_exists"),
+        RunNotResumable: (409, "run_finished"),
+        RunBusy: (409, "run_busy"),
+        UnknownAgent: (422, "unknown_agent"),
+        StoreUnavailable: (503, "store_unavailable"),
+        CorruptRecord: (500, "corrupt_record"),
+    }.get(type(exc), (500, "internal"))
+    return error(status, kind, str(exc))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error(exc.status_code, "http", str(exc.detail))
+
+
+def exception_handlers() -> dict[Any, Any]:
+    return {BadRequest: _bad_request, TetherError: _tether_error, HTTPException: _http_error}
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/v1/runs", start_run, methods=["POST"]),
+        Route("/v1/runs", list_runs, methods=["GET"]),
+        Route("/v1/runs/{run_id}", get_run, methods=["GET"]),
+        Route("/v1/runs/{run_id}/events", run_events, methods=["GET"]),
+        Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/resume", resume_run, methods=["POST"]),
+        Route("/v1/blobs/{sha256}", get_blob, methods=["GET"]),
+        Route("/runs/{run_id}", run_page, methods=["GET"]),
+    ]

@@ -1,0 +1,200 @@
+// The live run page: fed by the run's event stream, resumed after every cut at the last
+// seq it drew, so each record is applied exactly once, in order, whichever server answers.
+"use strict";
+
+const W = 168, H = 48, GAP_X = 18, GAP_Y = 36, PAD = 12;
+const state = {
+  lastSeq: -1, seqs: [], nodes: new Map(), order: [], status: "connecting", agent: "",
+  limits: null, used: { nodes: 0, tokens: 0, cost: 0 }, firstAt: 0, lastAt: 0,
+  finished: false, retryMs: 1000, tokens: new Map(), connects: 0,
+};
+window.tetherState = state;  // read by the browser test; handy in the console too
+
+function node(id, kind, parents) {
+  let n = state.nodes.get(id);
+  if (!n) {
+    n = { id, kind, parents: parents || [], status: "pending", wallMs: 0, tokens: 0 };
+    state.nodes.set(id, n);
+    state.order.push(id);
+  }
+  return n;
+}
+
+function spawn(specs) {
+  for (const s of specs || []) node(s.node_id, s.kind, s.parent_ids);
+}
+
+function applyRecord(r) {
+  if (r.seq <= state.lastSeq) return;  // already drawn: a stream may overlap a reconnect
+  state.lastSeq = r.seq;
+  state.seqs.push(r.seq);
+  state.firstAt = state.firstAt || r.at_us;
+  state.lastAt = r.at_us;
+  if (r.status && !r.node_id) state.status = r.status;
+  switch (r.body) {
+    case "run_started":
+      state.agent = r.agent; state.limits = r.limits; spawn(r.spawned); break;
+    case "node_completed": {
+      const n = node(r.node_id, r.kind, r.parent_ids);
+      Object.assign(n, { status: "completed", wallMs: r.used.wall_ms,
+                         tokens: r.used.tokens_in + r.used.tokens_out, cost: r.used.cost });
+      state.used.nodes += 1;
+      state.used.tokens += n.tokens;
+      state.used.cost += r.used.cost;
+      state.tokens.delete(r.node_id);
+      spawn(r.spawned);
+      break;
+    }
+    case "node_failed": {
+      const n = node(r.node_id, r.kind);
+      if (n.status !== "completed") { n.status = "failed"; n.error = r.error.message; }
+      break;
+    }
+    case "run_resumed":
+      if (r.limits) state.limits = r.limits;
+      break;
+    case "run_paused":
+    case "run_finished":
+      state.reason = r.reason || "";
+      for (const n of state.nodes.values()) if (n.status === "running") n.status = "pending";
+      break;
+  }
+  if (r.body === "run_finished") state.finished = true;
+}
+
+function applyLive(kind, e) {
+  const n = state.nodes.get(e.node_id);
+  if (kind === "node_started" && n && n.status !== "completed") n.status = "running";
+  if (kind === "token") {
+    state.tokens.set(e.node_id, ((state.tokens.get(e.node_id) || "") + e.text).slice(-400));
+  }
+}
+
+// -- drawing ------------------------------------------------------------------------
+
+function depthOf(id, memo) {
+  if (memo.has(id)) return memo.get(id);
+  memo.set(id, 0);
+  const n = state.nodes.get(id);
+  let d = 0;
+  for (const p of (n ? n.parents : [])) if (state.nodes.has(p)) d = Math.max(d, depthOf(p, memo) + 1);
+  memo.set(id, d);
+  return d;
+}
+
+function el(name, attrs, text) {
+  const e = document.createElementNS("http://www.w3.org/2000/svg", name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function drawGraph() {
+  const memo = new Map(), rows = [], pos = new Map();
+  for (const id of state.order) {
+    const d = depthOf(id, memo);
+    (rows[d] = rows[d] || []).push(id);
+  }
+  rows.forEach((row, d) => row.forEach((id, i) => pos.set(id, {
+    x: PAD + i * (W + GAP_X), y: PAD + d * (H + GAP_Y) })));
+  const svg = document.getElementById("graph");
+  const width = PAD * 2 + Math.max(1, ...rows.map((r) => r.length)) * (W + GAP_X);
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", PAD * 2 + rows.length * (H + GAP_Y));
+  svg.replaceChildren();
+  for (const id of state.order) {
+    const n = state.nodes.get(id), to = pos.get(id);
+    for (const p of n.parents) {
+      const from = pos.get(p);
+      if (!from) continue;
+      const x1 = from.x + W / 2, y1 = from.y + H, x2 = to.x + W / 2, y2 = to.y;
+      svg.append(el("path", { class: "edge",
+        d: `M${x1},${y1} C${x1},${y1 + GAP_Y / 2} ${x2},${y2 - GAP_Y / 2} ${x2},${y2}` }));
+    }
+  }
+  for (const id of state.order) {
+    const n = state.nodes.get(id), p = pos.get(id);
+    const g = el("g", { class: `node ${n.status}`, "data-node-id": id, "data-status": n.status,
+                        transform: `translate(${p.x},${p.y})` });
+    g.append(el("rect", { width: W, height: H }));
+    g.append(el("text", { x: 8, y: 17 }, `${n.kind} · ${n.status}`));
+    const facts = n.status === "completed" ? `${n.wallMs} ms · ${n.tokens} tok` : id.slice(0, 16);
+    g.append(el("text", { x: 8, y: 35 }, facts));
+    g.append(el("title", {}, `${id}\n${n.kind}: ${n.status}${n.error ? "\n" + n.error : ""}`));
+    svg.append(g);
+  }
+}
+
+function bar(label, used, limit, fmt) {
+  const frac = limit ? Math.min(1, used / limit) : 0;
+  const over = limit && used >= limit ? " over" : "";
+  return `<span>${label}</span><div class="bar${over}"><div style="width:${(frac * 100).toFixed(1)}%">` +
+    `</div></div><span>${fmt(used)}${limit ? " / " + fmt(limit) : " (no limit)"}</span>`;
+}
+
+function drawBudget() {
+  const lim = state.limits || {}, u = state.used, int = (v) => String(Math.round(v));
+  const wallS = state.firstAt ? (state.lastAt - state.firstAt) / 1e6 : 0;
+  document.getElementById("budget").innerHTML =
+    bar("nodes", u.nodes, lim.max_nodes, int) +
+    bar("tokens", u.tokens, lim.max_tokens, int) +
+    bar("cost", u.cost, lim.max_cost, (v) => "$" + v.toFixed(4)) +
+    bar("wall", wallS, (lim.max_wall_ms || 0) / 1000, (v) => v.toFixed(1) + " s");
+}
+
+function drawTokens() {
+  const box = document.getElementById("tokens");
+  box.replaceChildren(...[...state.tokens].map(([id, text]) => {
+    const d = document.createElement("div");
+    d.textContent = `${id.slice(0, 8)}: ${text}`;
+    return d;
+  }));
+}
+
+let pending = false;
+function draw() {
+  if (pending) return;
+  pending = true;
+  requestAnimationFrame(() => {
+    pending = false;
+    document.getElementById("run-id").textContent = RUN_ID;
+    const status = document.getElementById("status");
+    status.textContent = state.status;
+    status.className = "badge " + state.status;
+    document.getElementById("agent").textContent = state.agent;
+    document.getElementById("records").textContent = `${state.seqs.length} records`;
+    document.getElementById("reason").textContent = state.reason || "";
+    drawBudget();
+    drawGraph();
+    drawTokens();
+  });
+}
+
+// -- the stream ---------------------------------------------------------------------
+
+function setLink(text) {
+  const link = document.getElementById("link");
+  link.textContent = text;
+  link.className = "badge " + text;
+}
+
+function connect() {
+  if (state.finished) return;
+  state.connects += 1;
+  const url = `/v1/runs/${encodeURIComponent(RUN_ID)}/events?tokens=1&after=${state.lastSeq}`;
+  const es = new EventSource(url);
+  const again = (ms) => { es.close(); setLink("reconnecting"); setTimeout(connect, ms); };
+  es.onopen = () => setLink("live");
+  es.addEventListener("record", (m) => { applyRecord(JSON.parse(m.data)); draw(); });
+  es.addEventListener("token", (m) => { applyLive("token", JSON.parse(m.data)); draw(); });
+  es.addEventListener("node_started", (m) => { applyLive("node_started", JSON.parse(m.data)); draw(); });
+  es.addEventListener("end", () => { es.close(); state.finished = true; setLink("done"); draw(); });
+  // The server ends every stream after its time limit; pick up where we are.
+  es.addEventListener("reconnect", () => again(0));
+  // A cut or a server that is away: the browser would retry only some failures by
+  // itself, so always reconnect ourselves, from the last seq drawn.
+  es.onerror = () => again(state.retryMs);
+}
+
+draw();
+connect();

@@ -1,0 +1,50 @@
+"""Agents the server tests start: slow chains of fan-outs, and one that attaches a file."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tether import Context, Node, NodeResult, Registry, Spawn
+
+# A chain of `n` steps; between two steps, `width` leaves run side by side. Every node
+# sleeps `delay` seconds: simulated model and tool latency.
+chain = Registry("test.server.chain", entry="step")
+
+
+@chain.node("step")
+async def step(ctx: Context, node: Node) -> NodeResult:
+    i, n, width, delay = (node.input[k] for k in ("i", "n", "width", "delay"))
+    for word in ("thinking", "about", f"step {i}"):
+        ctx.emit({"type": "token", "text": word + " "})
+        await asyncio.sleep(delay / 3)
+    if i + 1 >= n:
+        return NodeResult({"steps": n}, is_result=True)
+    leaves = [Spawn("leaf", {"delay": delay, "j": j}, key=f"l{j}") for j in range(width)]
+    nxt = {"i": i + 1, "n": n, "width": width, "delay": delay}
+    after = [f"l{j}" for j in range(width)]
+    return NodeResult({"step": i}, spawn=[*leaves, Spawn("step", nxt, key="next", after=after)])
+
+
+@chain.node("leaf")
+async def leaf(ctx: Context, node: Node) -> int:
+    await asyncio.sleep(node.input["delay"])
+    return int(node.input["j"])
+
+
+def chain_input(n: int, width: int, delay: float) -> dict[str, Any]:
+    return {"i": 0, "n": n, "width": width, "delay": delay}
+
+
+def chain_nodes(n: int, width: int) -> int:
+    """How many nodes a chain run records."""
+    return n + (n - 1) * width
+
+
+files = Registry("test.server.files", entry="write")
+
+
+@files.node("write")
+async def write(ctx: Context, node: Node) -> NodeResult:
+    ref = await ctx.attach(node.input["text"].encode(), "text/plain")
+    return NodeResult({"sha256": ref.sha256}, is_result=True)
