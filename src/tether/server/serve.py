@@ -5,49 +5,24 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import uvicorn
 
 from tether.errors import TetherError
 from tether.server.app import TetherServer
+from tether.uvicorn_util import ReadyServer, bind_socket
 
 
 class ServeError(TetherError):
     """The server could not start (port taken, bad host ...)."""
 
 
-class _Uvicorn(uvicorn.Server):
-    """uvicorn that reports readiness through an event and leaves signals to us."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = asyncio.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        self.ready.set()
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # Our handler drains runs before uvicorn stops; uvicorn's own would stop it first.
-        yield
-
-
 def bind(host: str, port: int) -> socket.socket:
-    """Bind the listening socket ourselves so that port 0 resolves before serving."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        return bind_socket(host, port)
     except OSError as exc:
-        sock.close()
         raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
 
 
 async def serve(
@@ -74,7 +49,7 @@ async def serve(
         log_config=None,
         timeout_graceful_shutdown=5,
     )
-    uv = _Uvicorn(config)
+    uv = ReadyServer(config)
     loop = asyncio.get_running_loop()
     signals = () if stop is not None else (signal.SIGTERM, signal.SIGINT)
     stop = stop or asyncio.Event()

@@ -6,8 +6,8 @@ import asyncio
 import logging
 import signal
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 
 import uvicorn
 
@@ -15,6 +15,7 @@ from tether.agent.localserver.app import LocalModelServer
 from tether.agent.localserver.scripts import Script
 from tether.agent.localserver.turns import Turn
 from tether.errors import TetherError
+from tether.uvicorn_util import ReadyServer, bind_socket
 
 _CUT_MESSAGE = "ASGI callable returned without completing response."
 
@@ -30,37 +31,11 @@ class _HideScriptedCuts(logging.Filter):
         return record.getMessage() != _CUT_MESSAGE
 
 
-class _Server(uvicorn.Server):
-    """uvicorn that reports readiness through an event and leaves signals alone."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = asyncio.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        self.ready.set()
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # In-process, the owner of the event loop owns the signals; uvicorn replacing
-        # the SIGINT/SIGTERM handlers would steal them from the runtime under test.
-        yield
-
-
 def _bind(host: str, port: int) -> socket.socket:
-    """Bind the listening socket ourselves so port 0 resolves before serving."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        return bind_socket(host, port)
     except OSError as exc:
-        sock.close()
         raise ServerStartError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
 
 
 def _config(server: LocalModelServer, log_level: str) -> uvicorn.Config:
@@ -88,7 +63,7 @@ async def _serving(
         raise RuntimeError(f"this LocalModelServer is already serving at {models._base_url}")
     sock = _bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
-    uvicorn_server = _Server(_config(models, log_level))
+    uvicorn_server = ReadyServer(_config(models, log_level))
     cut_filter = _HideScriptedCuts()
     logging.getLogger("uvicorn.error").addFilter(cut_filter)
     # The context manager owns the serving task directly rather than through a
