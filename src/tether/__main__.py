@@ -1,5 +1,3 @@
-import sys
+from tether.cli import entry
 
-from tether.cli import main
-
-sys.exit(main())
+entry()

@@ -477,7 +477,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Run one `tether` command; return its exit code."""
     args = build_parser().parse_args(argv)
     try:
         if args.command == "db":  # migrating must not go through open(), which migrates
@@ -488,13 +489,14 @@ def run(argv: list[str] | None = None) -> int:
         return 2
 
 
-def main(argv: list[str] | None = None) -> int:
+def entry() -> None:
     """The console script: run the command, then leave without finalizing the interpreter.
 
     obstore's Rust runtime (the S3 blob store) can abort with SIGABRT while the interpreter
-    finalizes; everything is flushed and closed by then, so skip finalization.
+    finalizes; everything is flushed and closed by then, so skip finalization. Only for a
+    process of its own: in-process callers use `main()`, which returns.
     """
-    code = run(argv)
+    code = main()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -502,4 +504,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
