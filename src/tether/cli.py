@@ -221,9 +221,11 @@ async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([_run_row(r) for r in rows], indent=2))
         return 0
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    table = Table("run id", "agent", "status", "reason", "owner", "epoch", "lease")
+    table = Table("agent", "status", "reason", "owner", "epoch", "lease")
+    # Run ids are what users copy into `tether resume`/`show`: never truncate them.
+    table.columns.insert(0, Column("run id", overflow="fold", min_width=20))
     for r in rows:
         lease = "-" if r.lease_until is None else _lease_state(r.lease_until - time.time())
         table.add_row(

@@ -27,17 +27,18 @@ class MemoryLog(LogStore):
     ) -> None:
         log = self._s.logs.setdefault(run_id, {})
         fresh: dict[int, bytes] = {}
+        info = self._s.runs.get(run_id)
+        stale = epoch is not None and (info is None or info.epoch != epoch)
         for seq, record in entries:
             old = log.get(seq, fresh.get(seq))
             if old is not None and old != record:
-                raise ConflictingRecord(run_id, seq)
+                # After a change of hands the new owner may hold this seq: report the fence.
+                raise StaleEpoch(run_id, epoch or 0) if stale else ConflictingRecord(run_id, seq)
             if old is None:
                 fresh[seq] = record
         # Like the SQL stores: a retry of records already there is a no-op even when fenced.
-        if fresh and epoch is not None:
-            info = self._s.runs.get(run_id)
-            if info is None or info.epoch != epoch:
-                raise StaleEpoch(run_id, epoch)
+        if fresh and stale:
+            raise StaleEpoch(run_id, epoch or 0)
         log.update(fresh)
 
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:

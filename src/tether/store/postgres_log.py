@@ -65,7 +65,14 @@ class PostgresLog(LogStore):
                 return
             # The slow path, only for retries, conflicts and fenced-off appends.
             rows = await conn.fetch(Q["records_at"], run_id, seqs)
-        stored: dict[int, bytes] = {row[0]: row[1] for row in rows}
+            stored: dict[int, bytes] = {row[0]: row[1] for row in rows}
+            # Not a retry: if the run changed hands, the new owner may already have written
+            # these seqs; the reason to report (and stop on) is the fence.
+            retry = all(stored.get(s) == r for s, r in entries)
+            if epoch is not None and not retry:
+                current = await conn.fetchval(Q["run_epoch"], run_id)
+                if current != epoch:
+                    raise StaleEpoch(run_id, epoch)
         # Judge entries in order, as SQLite's row-by-row append does.
         for seq, record in entries:
             old = stored.get(seq)

@@ -90,6 +90,10 @@ class SqliteLog(LogStore):
                 if row is None:
                     raise StaleEpoch(run_id, epoch or 0)
                 if bytes(row[0]) != record:
+                    # After a change of hands the new owner may hold this seq: report the fence.
+                    current = conn.execute(Q["run_epoch"], (run_id,)).fetchone()
+                    if epoch is not None and (current is None or current[0] != epoch):
+                        raise StaleEpoch(run_id, epoch)
                     raise ConflictingRecord(run_id, seq)
 
         await self._db.call(lambda: self._db.transaction(work))
