@@ -13,6 +13,9 @@ from tether import Context, Node, NodeResult, Registry, Retry, Spawn, Usage
 
 # How many times each (run_id, node_id) handler body started: executions, not records.
 EXECUTIONS: Counter[str] = Counter()
+# How many `work` nodes of each run were in flight at once, at most.
+IN_FLIGHT: Counter[str] = Counter()
+MAX_IN_FLIGHT: Counter[str] = Counter()
 
 
 def _h(*parts: Any) -> int:
@@ -38,8 +41,13 @@ async def start(ctx: Context, node: Node) -> NodeResult:
 @fanout.node("work")
 async def work(ctx: Context, node: Node) -> int:
     EXECUTIONS[ctx.idempotency_key] += 1
-    if node.input["delay"]:
-        await asyncio.sleep(node.input["delay"])
+    IN_FLIGHT[ctx.run_id] += 1
+    MAX_IN_FLIGHT[ctx.run_id] = max(MAX_IN_FLIGHT[ctx.run_id], IN_FLIGHT[ctx.run_id])
+    try:
+        if node.input["delay"]:
+            await asyncio.sleep(node.input["delay"])
+    finally:
+        IN_FLIGHT[ctx.run_id] -= 1
     ctx.add_usage(Usage(tokens_in=10, tokens_out=5, cost=0.001))
     return int(node.input["i"]) ** 2
 

@@ -107,22 +107,6 @@ class Context:
 
     # -- graph -------------------------------------------------------------------
 
-    def ancestors(self) -> list[str]:
-        """Recorded ancestors of this node, oldest first (each once)."""
-        nodes = self._run.graph.nodes
-        seen: set[str] = set()
-        out: list[str] = []
-        stack = list(reversed(self.node.parent_ids))
-        while stack:
-            nid = stack.pop()
-            if nid in seen:
-                continue
-            seen.add(nid)
-            out.append(nid)
-            stack.extend(reversed(nodes[nid].spec.parent_ids))
-        out.reverse()
-        return out
-
     def add_usage(self, usage: Usage) -> None:
         """Count tokens and cost against the run's budget when this node is recorded."""
         self.usage = self.usage + usage
