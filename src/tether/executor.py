@@ -145,7 +145,8 @@ class RunExecutor:
                     nid = tasks.pop(task)
                     batch.extend(self._collect(task, nid))
                 if batch:
-                    queue.extend(await self._commit(batch))
+                    queue.extend(await rt.writer.commit(g, batch, epoch=self.epoch))
+                    self._note_failures(batch)
         finally:
             drain_wait.cancel()
             cancel_wait.cancel()
@@ -190,10 +191,9 @@ class RunExecutor:
             return []
         raise exc
 
-    async def _commit(self, batch: list[tuple[Record, bytes]]) -> list[str]:
-        """Record the nodes that completed together (one append); return the new ready."""
+    def _note_failures(self, batch: list[tuple[Record, bytes]]) -> None:
+        """After a batch is recorded: a node that failed for good fails the run."""
         g = self.graph
-        ready = await self.runtime.writer.commit(g, batch, epoch=self.epoch)
         for record, _ in batch:
             if record.HasField("node_failed"):
                 nf = record.node_failed
@@ -203,7 +203,6 @@ class RunExecutor:
                         f"node {nf.node_id} ({nf.kind}) failed after {nf.attempt} attempt(s): "
                         f"{nf.error_type}: {nf.message}"
                     )
-        return ready
 
     async def _finish(self) -> Outcome:
         g, rt = self.graph, self.runtime

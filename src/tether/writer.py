@@ -109,7 +109,9 @@ class RecordWriter:
         """
         give_up = time.monotonic() + self.retry_s
         try:  # the first attempt inline: no closure, no extra coroutine on the hot path
-            await self._append_once(run_id, entries, epoch)
+            faults.hit("before_append")
+            await self.store.log.append(run_id, entries, epoch=epoch)
+            faults.hit("after_append")
         except StoreUnavailable as exc:
             await self._retrying(
                 run_id, "append", exc, give_up, lambda: self._append_once(run_id, entries, epoch)
