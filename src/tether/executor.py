@@ -320,11 +320,14 @@ class RunExecutor:
             model_calls=usage.model_calls,
             wall_ms=int((time.perf_counter() - t0) * 1000),
         )
+        output = await self.codec.encode(result.output)
+        spawned = await self._specs(spec.node_id, result.spawn)
+        refs = await self._blob_refs(ctx, result.blobs)
         record = node_completed(
             spec,
-            output=await self.codec.encode(result.output),
-            spawned=await self._specs(spec.node_id, result.spawn),
-            blobs=[pb_of(ref) for ref in await self._blob_refs(ctx, result.blobs)],
+            output=output,
+            spawned=spawned,
+            blobs=[pb_of(ref) for ref in refs] if refs else (),
             used=used,
             attempt=attempt,
             started_at_us=started_us,

@@ -40,7 +40,8 @@ class LogStore(ABC):
 
         A record identical to the one already at its seq is a no-op; a different one
         raises ConflictingRecord. With `epoch`, the append is rejected with StaleEpoch
-        in the same statement when the run's epoch has moved on.
+        in the same statement when the run's epoch has moved on. A backend inserts what
+        it can and leaves that decision to `tether.store.judgement.judge_append`.
         """
 
     @abstractmethod
