@@ -48,7 +48,9 @@ class TetherConfig(uvicorn.Config):
             app,
             http=GuardedH11,
             timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
-            limit_concurrency=limits.max_connections,
+            # uvicorn refuses a request once open connections (its own included) reach
+            # the limit: +1 lets exactly max_connections be served at once.
+            limit_concurrency=limits.max_connections + 1,
             **kw,
         )
         self.header_timeout_s = limits.header_timeout_s
