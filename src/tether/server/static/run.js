@@ -8,7 +8,7 @@ const W = 168, H = 48, GAP_X = 18, GAP_Y = 36, PAD = 12;
 const state = {
   lastSeq: -1, seqs: [], nodes: new Map(), order: [], status: "connecting", agent: "",
   limits: null, used: { nodes: 0, tokens: 0, cost: 0 }, firstAt: 0, lastAt: 0,
-  finished: false, retryMs: 1000, tokens: new Map(), connects: 0, stopped: "",
+  finished: false, retryMs: 1000, tokens: new Map(), connects: 0, stopped: "", live: 0,
 };
 window.tetherState = state;  // read by the browser test; handy in the console too
 
@@ -223,6 +223,7 @@ function connect() {
   });
   es.addEventListener("live", (m) => {
     const e = JSON.parse(m.data);
+    state.live += 1;
     applyLive(e.type, e);
     draw();
   });
