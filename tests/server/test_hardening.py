@@ -192,6 +192,7 @@ def _deep(depth: int) -> str:
         ('{"agent": "demo", "input": "\\ud800"}', {}, "invalid_unicode"),
         ('{"agent": "demo", "input": {"\\udfff": 1}}', {}, "invalid_unicode"),
     ],
+    ids=["depth-3000", "depth-900-with-key", "nan", "-inf", "1e999", "surrogate", "surrogate-key"],
 )
 async def test_hostile_json_gets_a_400_that_says_why(
     server: ServerProcess, body: str, headers: dict[str, str], kind: str
