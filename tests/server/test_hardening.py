@@ -7,18 +7,29 @@ import asyncio
 import contextlib
 import json
 import resource
+import select
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 
 from tests.server.agents import chain_input
-from tests.server.kit import CHAIN, FILES, FORGER, OUTPUT, TOKEN, ServerProcess, start_server
+from tests.server.kit import (
+    CHAIN,
+    FILES,
+    FORGER,
+    OUTPUT,
+    TOKEN,
+    ServerProcess,
+    running,
+    start_server,
+)
 from tether.client import RunEvent, TetherClient
+from tether.store.base import Store
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 EXTRA = ("--agent", FILES, "--agent", FORGER)
@@ -144,34 +155,36 @@ def test_a_declared_length_over_the_limit_is_refused_before_the_body(
 
 
 def test_a_chunked_body_is_counted_while_streaming(server: ServerProcess) -> None:
-    total, chunk = 256 << 20, b"x" * (64 << 10)
+    total, chunk = 64 << 20, b"x" * (64 << 10)
+    frame = b"%x\r\n%s\r\n" % (len(chunk), chunk)
     rss_before = _rss_kb(server.proc.pid)
-    sent = 0
+    sent = 0  # body bytes handed to the kernel
     answer = b""
     with socket.create_connection(addr(server.url), timeout=20) as sock:
         sock.sendall(_request_head(server.url, "Transfer-Encoding: chunked\r\n"))
-        sock.setblocking(False)
+        pending = b""
         try:
-            while sent < total:
-                with contextlib.suppress(BlockingIOError):
-                    answer += sock.recv(65536)
-                if answer:
+            while not answer and sent < total:
+                if not pending:
+                    pending = frame
+                readable, writable, _ = select.select([sock], [sock], [], 20)
+                if readable:
+                    answer = sock.recv(65536)  # the server answered mid-body
                     break
-                try:
-                    sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                except BlockingIOError:
-                    time.sleep(0.001)  # the server reads slower than we send: let it
-                    continue
-                sent += len(chunk)
+                if writable:
+                    n = sock.send(pending)
+                    pending = pending[n:]
+                    sent += n
         except (ConnectionResetError, BrokenPipeError):
             pass  # the server answered and closed while we were still sending
-        sock.setblocking(True)
-        if not answer:
+        if not answer:  # the whole body went out: end it, as a client would
+            sock.setblocking(True)
+            sock.sendall(b"0\r\n\r\n")
             answer = sock.recv(65536)
     growth_mb = (_rss_kb(server.proc.pid) - rss_before) / 1024
     print(f"chunked body: refused after {sent >> 20} MiB sent; server RSS +{growth_mb:.1f} MB")
     assert _status_of(answer) == 413, answer[:200]
-    assert sent < total // 4  # refused early, not after reading 256 MiB
+    assert sent < total // 4  # refused early, not after reading 64 MiB
 
 
 # -- client mistakes are 4xx --------------------------------------------------------
@@ -434,3 +447,18 @@ async def test_a_run_id_that_looks_like_a_placeholder_stays_text(server: ServerP
         r = await http.get("/runs/%7B%7Bjs%7D%7D")
     assert r.status_code == 404 and "unknown run" in r.text
     assert "EventSource" not in r.text and "{{js}}" in r.text
+
+
+async def test_the_page_template_is_filled_in_one_pass(sqlite_store: Store) -> None:
+    run_id = '{{js}}"><img src=x onerror=alert(1)>{{css}}'
+    async with (
+        running(sqlite_store) as (url, server_),
+        httpx.AsyncClient(base_url=url, headers=AUTH) as http,
+    ):
+        await server_.launcher.start(CHAIN, chain_input(1, 1, 0), run_id=run_id, budget=None)
+        r = await http.get("/runs/" + quote(run_id, safe=""))
+    assert r.status_code == 200
+    assert r.text.count('"use strict"') == 1  # the script once, where the template put it
+    assert "<img" not in r.text and r.text.count("{{js}}") == 2  # title and attribute
+    assert 'data-run-id="{{js}}&quot;&gt;&lt;img src=x onerror=alert(1)&gt;{{css}}"' in r.text
+    assert f"Path=/runs/{quote(run_id, safe='')}" in r.headers["set-cookie"]
