@@ -17,6 +17,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from tests.conftest import fresh_db_name, pg_admin, pg_url
 from tests.server.agents import chain_input
 from tests.server.kit import (
     CHAIN,
@@ -462,3 +463,22 @@ async def test_the_page_template_is_filled_in_one_pass(sqlite_store: Store) -> N
     assert "<img" not in r.text and r.text.count("{{js}}") == 2  # title and attribute
     assert 'data-run-id="{{js}}&quot;&gt;&lt;img src=x onerror=alert(1)&gt;{{css}}"' in r.text
     assert f"Path=/runs/{quote(run_id, safe='')}" in r.headers["set-cookie"]
+
+
+async def test_readyz_names_no_host_or_database_when_the_store_is_gone(
+    tmp_path: Path, pg_template: str
+) -> None:
+    name = fresh_db_name("readyz")
+    await pg_admin(f"CREATE DATABASE {name} TEMPLATE {pg_template}")
+    server = start_server(tmp_path, pg_url(name), "--workers", "external")
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+            assert (await http.get("/readyz")).status_code == 200
+            await pg_admin(f"DROP DATABASE {name} WITH (FORCE)")  # the store goes away
+            r = await http.get("/readyz")
+    finally:
+        server.stop()
+        await pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    assert r.status_code == 503
+    assert r.json() == {"ok": False, "status": "not ready"}
+    assert name not in r.text and "5432" not in r.text and "127.0.0.1" not in r.text

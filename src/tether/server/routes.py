@@ -17,6 +17,7 @@ from tether.errors import (
     CorruptRecord,
     RunExists,
     RunNotResumable,
+    StoreError,
     StoreUnavailable,
     TetherError,
     UnknownAgent,
@@ -289,7 +290,7 @@ async def readyz(request: Request) -> Response:
         return JSONResponse({"ok": False, "status": "not ready"}, 503)
     try:
         await server.store.runs.list(limit=1)
-    except StoreUnavailable as exc:
+    except StoreError as exc:  # unreachable, or there but broken (its database dropped)
         log.warning("not ready: %s", exc)
         return JSONResponse({"ok": False, "status": "not ready"}, 503)
     return JSONResponse({"ok": True, "status": "ready"})
