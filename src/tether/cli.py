@@ -303,7 +303,7 @@ async def cmd_blobs_verify(store: Store, args: argparse.Namespace) -> int:
 async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
     import secrets
 
-    from tether.server import Launcher, StreamSettings, TetherServer
+    from tether.server import ConnectionLimits, Launcher, Limits, StreamSettings, TetherServer
     from tether.server.serve import serve
 
     if args.speed is not None:
@@ -332,6 +332,18 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
             blobs=blobs,
             agents=agents,
             streams=StreamSettings(max_duration_s=args.max_stream, poll_s=args.poll),
+            limits=Limits(
+                max_body_bytes=args.max_body,
+                max_queued=args.max_queued,
+                starts_per_s=args.starts_per_second,
+                start_burst=args.start_burst,
+            ),
+            session_ttl_s=args.session_ttl,
+        )
+        connections = ConnectionLimits(
+            header_timeout_s=args.header_timeout,
+            idle_timeout_s=args.idle_timeout,
+            max_connections=args.max_connections,
         )
 
         def ready(url: str) -> None:
@@ -343,7 +355,14 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
         # The embedded worker may be handed demo runs, as `tether worker` may.
         models = demo_model_server() if mode == "embedded" else contextlib.nullcontext()
         async with models:
-            await serve(server, args.host, args.port, on_ready=ready, log_level=args.log_level)
+            await serve(
+                server,
+                args.host,
+                args.port,
+                on_ready=ready,
+                log_level=args.log_level,
+                connections=connections,
+            )
     print("tether serve: stopped", flush=True)
     return 0
 
@@ -353,6 +372,64 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     where = (args.db or default_url()).split("@")[-1]
     console.print(f"{where}: " + (f"applied {', '.join(applied)}" if applied else "up to date"))
     return 0
+
+
+def _serve_limits(srv: argparse.ArgumentParser) -> None:
+    """`tether serve`'s caps; defaults come from the dataclasses README documents."""
+    from tether.server.connections import ConnectionLimits
+    from tether.server.limits import Limits
+    from tether.server.session import DEFAULT_TTL_S
+
+    conn, lim = ConnectionLimits(), Limits()
+    limits = srv.add_argument_group("limits")
+    limits.add_argument(
+        "--header-timeout",
+        type=float,
+        default=conn.header_timeout_s,
+        help=f"seconds a request's headers may take ({conn.header_timeout_s:g})",
+    )
+    limits.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=conn.idle_timeout_s,
+        help=f"seconds an idle keep-alive connection stays open ({conn.idle_timeout_s:g})",
+    )
+    limits.add_argument(
+        "--max-connections",
+        type=int,
+        default=conn.max_connections,
+        help=f"connections at once, event streams included; beyond: 503 ({conn.max_connections})",
+    )
+    limits.add_argument(
+        "--max-body",
+        type=int,
+        default=lim.max_body_bytes,
+        help=f"largest request body in bytes; beyond: 413 ({lim.max_body_bytes})",
+    )
+    limits.add_argument(
+        "--max-queued",
+        type=int,
+        default=lim.max_queued,
+        help=f"queued runs beyond which starts get 429; 0 = no cap ({lim.max_queued})",
+    )
+    limits.add_argument(
+        "--starts-per-second",
+        type=float,
+        default=lim.starts_per_s,
+        help=f"sustained starts per second per token; 0 = no cap ({lim.starts_per_s:g})",
+    )
+    limits.add_argument(
+        "--start-burst",
+        type=int,
+        default=lim.start_burst,
+        help=f"starts a token may make at once above that rate ({lim.start_burst})",
+    )
+    limits.add_argument(
+        "--session-ttl",
+        type=float,
+        default=DEFAULT_TTL_S,
+        help=f"seconds a live page's session cookie lasts ({DEFAULT_TTL_S:g})",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -470,6 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     srv.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
     srv.add_argument("--log-level", default="warning")
+    _serve_limits(srv)
     srv.set_defaults(fn=cmd_serve)
 
     db = sub.add_parser("db", help="database schema")

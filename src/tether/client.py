@@ -38,7 +38,10 @@ class StreamGaveUp(TetherError):
 
 @dataclass(frozen=True, slots=True)
 class RunEvent:
-    """One event of a run's stream: a durable `record` (with its seq) or a live one."""
+    """One event of a run's stream: a durable `record` (with its seq) or a `live` one.
+
+    A live event's `data["type"]` says what it is (`token`, `node_started`, ...).
+    """
 
     kind: str
     data: dict[str, Any]
@@ -136,7 +139,8 @@ class TetherClient:
     ) -> AsyncIterator[RunEvent]:
         """Follow a run until it finishes: every record once, in order, across any cut.
 
-        Live events (tokens, node_started) are best effort and only come with `tokens`.
+        Live events (kind `live`: tokens, node_started) are best effort and only come with
+        `tokens`. A `record` is yielded only with its SSE id equal to its seq.
         Raises StreamGaveUp after `give_up_after` seconds without a working connection.
         """
         last = after
@@ -154,6 +158,8 @@ class TetherClient:
                     params=params,
                     timeout=httpx.Timeout(30.0, read=None),
                 ) as response:
+                    if response.status_code == 204:
+                        return  # the run finished and we have its last record already
                     if response.status_code >= 500:
                         raise httpx.TransportError(f"server answered {response.status_code}")
                     if response.status_code >= 400:
@@ -166,13 +172,16 @@ class TetherClient:
                             err.get("message", ""),
                         )
                     failing_since, delay, connected = None, 0.1, True
-                    async for kind, data, retry_ms in _messages(response):
-                        if retry_ms is not None:
-                            delay = retry_ms / 1000
+                    async for message in _messages(response):
+                        kind, data = message.kind, message.data
+                        if message.retry_ms is not None:
+                            delay = message.retry_ms / 1000
                         if kind == "record":
-                            seq = int(data["seq"])
-                            if seq <= last:
-                                continue  # already yielded before a reconnect
+                            seq = _record_seq(message)
+                            if seq is None or seq <= last:
+                                # Not a record without its id (nothing durable comes
+                                # without one), nor one already yielded before a reconnect.
+                                continue
                             last = seq
                             yield RunEvent(kind, data, seq)
                         elif kind == "end":
@@ -199,19 +208,28 @@ class TetherClient:
             await asyncio.sleep(delay)
 
 
-async def _messages(
-    response: httpx.Response,
-) -> AsyncIterator[tuple[str | None, dict[str, Any], int | None]]:
-    """(event, data, retry ms) for each SSE message; comments are dropped."""
+@dataclass(frozen=True, slots=True)
+class _Message:
+    kind: str | None
+    data: dict[str, Any]
+    retry_ms: int | None
+    id: str | None
+
+
+async def _messages(response: httpx.Response) -> AsyncIterator[_Message]:
+    """Each SSE message of a response; comments are dropped."""
     kind: str | None = None
     data: list[str] = []
     retry: int | None = None
+    msg_id: str | None = None
     async for line in response.aiter_lines():
         if line == "":
             if kind is not None or data or retry is not None:
                 payload = _json_or_none("\n".join(data).encode()) if data else {}
-                yield kind or ("message" if data else None), payload or {}, retry
-            kind, data, retry = None, [], None
+                if not isinstance(payload, dict):
+                    payload = {}
+                yield _Message(kind or ("message" if data else None), payload, retry, msg_id)
+            kind, data, retry, msg_id = None, [], None, None
             continue
         if line.startswith(":"):
             continue
@@ -221,8 +239,20 @@ async def _messages(
             kind = value
         elif field == "data":
             data.append(value)
+        elif field == "id":
+            msg_id = value
         elif field == "retry" and value.isdigit():
             retry = int(value)
+
+
+def _record_seq(message: _Message) -> int | None:
+    """The seq of a durable record: its SSE id, which its data must repeat; else None."""
+    if message.id is None or not message.id.isdigit():
+        return None
+    seq = message.data.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq != int(message.id):
+        return None
+    return seq
 
 
 def _json_or_none(raw: bytes) -> Any:

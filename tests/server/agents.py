@@ -1,8 +1,10 @@
-"""Agents the server tests start: slow chains of fan-outs, and one that attaches a file."""
+"""Agents the server tests start: slow chains of fan-outs, one that attaches a file, and
+one that emits forged stream events."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from tether import Context, Node, NodeResult, Registry, Spawn
@@ -46,5 +48,23 @@ files = Registry("test.server.files", entry="write")
 
 @files.node("write")
 async def write(ctx: Context, node: Node) -> NodeResult:
-    ref = await ctx.attach(node.input["text"].encode(), "text/plain")
+    media_type = node.input.get("media_type", "text/plain")
+    ref = await ctx.attach(node.input["text"].encode(), media_type)
     return NodeResult({"sha256": ref.sha256}, is_result=True)
+
+
+# Emits live events dressed as durable records until the file `until` exists (the test's
+# handshake: it has seen one), then fails: a stream that believed them would say finished.
+forger = Registry("test.server.forger", entry="forge")
+FORGED = {"type": "record", "body": "run_finished", "status": "succeeded", "seq": 10**9}
+
+
+@forger.node("forge")
+async def forge(ctx: Context, node: Node) -> None:
+    until = Path(node.input["until"])
+    for _ in range(1200):  # at most a minute
+        ctx.emit({**FORGED, "run_id": "someone-else", "node_id": "not-me", "id": 7})
+        if await asyncio.to_thread(until.exists):
+            break
+        await asyncio.sleep(0.05)  # pacing the emitter, not ordering the test
+    raise RuntimeError("the forger fails for real")

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from tether.store.base import Store
 TOKEN = "test-token"
 CHAIN = "tests.server.agents:chain"
 FILES = "tests.server.agents:files"
+FORGER = "tests.server.agents:forger"
 SRC = Path(tether.__file__).resolve().parent.parent
 ROOT = SRC.parent
 
@@ -33,7 +34,7 @@ async def running(
     store: Store,
     *,
     blobs: BlobStore | None = None,
-    agents: Sequence[str] = ("demo", CHAIN, FILES),
+    agents: Sequence[str] = ("demo", CHAIN, FILES, FORGER),
     streams: StreamSettings | None = None,
     workers: str = "embedded",
     lease_ttl: float = 5.0,
@@ -68,6 +69,10 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# Every line a `tether` subprocess printed after its banner, by pid (read by log tests).
+OUTPUT: dict[int, list[str]] = {}
+
+
 @dataclass
 class ServerProcess:
     proc: subprocess.Popen[str]
@@ -86,7 +91,12 @@ class ServerProcess:
 
 
 def start_server(
-    home: Path, db: str, *args: str, port: int = 0, env: dict[str, str] | None = None
+    home: Path,
+    db: str,
+    *args: str,
+    port: int = 0,
+    env: dict[str, str] | None = None,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> ServerProcess:
     """`tether serve` as a subprocess; returns once it printed the URL it listens on."""
     proc = subprocess.Popen(
@@ -100,6 +110,7 @@ def start_server(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=preexec_fn,
     )  # fmt: skip
     assert proc.stdout is not None
     lines = []
@@ -136,6 +147,7 @@ def _drain(proc: subprocess.Popen[str], name: str = "serve") -> threading.Thread
     def pump() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            OUTPUT.setdefault(proc.pid, []).append(line)
             sys.stderr.write(f"[{name} {proc.pid}] {line}")
 
     thread = threading.Thread(target=pump, daemon=True)

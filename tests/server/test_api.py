@@ -254,7 +254,7 @@ async def test_a_blob_a_record_points_to_is_served_with_its_media_type(
         assert r.status_code == 404
 
 
-async def test_the_page_trades_a_token_for_a_cookie(sqlite_store: Store) -> None:
+async def test_the_page_trades_a_token_for_a_session_cookie(sqlite_store: Store) -> None:
     async with (
         running(sqlite_store) as (url, _),
         TetherClient(url, TOKEN) as client,
@@ -265,7 +265,9 @@ async def test_the_page_trades_a_token_for_a_cookie(sqlite_store: Store) -> None
         assert r.status_code == 303 and r.headers["location"] == f"/runs/{run_id}"
         cookie = r.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie
-        page = await http.get(f"/runs/{run_id}", headers={"Cookie": f"tether_token={TOKEN}"})
-        assert page.status_code == 200 and f'const RUN_ID = "{run_id}";' in page.text
+        assert f"Path=/runs/{run_id}" in cookie and TOKEN not in cookie
+        session = cookie.split(";")[0]
+        page = await http.get(f"/runs/{run_id}", headers={"Cookie": session})
+        assert page.status_code == 200 and f'data-run-id="{run_id}"' in page.text
         assert "EventSource" in page.text
         assert (await http.get(f"/runs/{run_id}", params={"token": "nope"})).status_code == 401

@@ -17,8 +17,12 @@ from starlette.middleware import Middleware
 from tether.blobs import BlobStore
 from tether.server.auth import BearerAuth
 from tether.server.events import StreamSettings
+from tether.server.headers import SecurityHeaders
 from tether.server.launch import Launcher
+from tether.server.limits import BodyLimit, Limits, StartGate
 from tether.server.routes import exception_handlers, routes
+from tether.server.session import DEFAULT_TTL_S, Sessions
+from tether.server.views import Publisher
 from tether.server.wakeups import Wakeups
 from tether.store.base import LogListener, Store
 
@@ -35,6 +39,8 @@ class TetherServer:
         blobs: BlobStore | None = None,
         agents: Sequence[str] = ("demo",),
         streams: StreamSettings | None = None,
+        limits: Limits | None = None,
+        session_ttl_s: float = DEFAULT_TTL_S,
     ) -> None:
         self.store = store
         self.launcher = launcher
@@ -44,6 +50,10 @@ class TetherServer:
         # server never imports what a request names unless it was allowed here.
         self.agents = tuple(agents)
         self.streams = streams or StreamSettings()
+        self.limits = limits or Limits()
+        self.starts = StartGate(self.limits)
+        self.sessions = Sessions.for_token(token, session_ttl_s)
+        self.publish = Publisher(self.sessions.key)
         self.wakeups = Wakeups()
         self.closing = asyncio.Event()
         self.streams_open = 0
@@ -52,7 +62,13 @@ class TetherServer:
         self._state = "new"
         self.app = Starlette(
             routes=routes(),
-            middleware=[Middleware(BearerAuth, token=token)],
+            # Outermost first: every answer (a 401, a 413 too) gets the security headers,
+            # and a body is bounded before anything reads it.
+            middleware=[
+                Middleware(SecurityHeaders),
+                Middleware(BodyLimit, limit=self.limits.max_body_bytes),
+                Middleware(BearerAuth, token=token, sessions=self.sessions),
+            ],
             lifespan=self._lifespan,
             exception_handlers=exception_handlers(),
         )

@@ -1,52 +1,69 @@
-"""Bearer-token check on every route but health, as plain ASGI middleware.
+"""Who may call what, as plain ASGI middleware in front of every route but health.
 
-The live page cannot put a header on an EventSource, so a GET may also carry the token
-in an HttpOnly, SameSite=Strict cookie (set once from `/runs/{id}?token=...`). Only GETs:
-a cookie must never authorize a state change another site could trigger.
+The JSON API and blobs take only `Authorization: Bearer <API token>`; a cookie never
+authorizes them, so a script smuggled onto this origin cannot use the browser's
+credentials. The live page and its own stream (`/runs/{id}`, `/runs/{id}/events`) also
+take a page-session cookie scoped to that one run (see `tether.server.session`), which the
+page sets once from `/runs/{id}?token=...`. Only GETs: a cookie never changes state.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
-from http.cookies import SimpleCookie
 from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tether.server.session import Sessions, run_scope
+
 PUBLIC = frozenset({"/healthz", "/readyz"})
-COOKIE = "tether_token"
 QUERY_TOKEN_OK = "tether_query_token_ok"
+BEARER_OK = "tether_bearer_ok"
+PAGE_STREAM = "/events"
+
+
+def page_run_id(path: str) -> str | None:
+    """The run a page path (`/runs/{id}` or `/runs/{id}/events`) is about, else None."""
+    if not path.startswith("/runs/"):
+        return None
+    rest = path[len("/runs/") :].removesuffix(PAGE_STREAM)
+    return rest if rest and "/" not in rest else None
 
 
 class BearerAuth:
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, sessions: Sessions) -> None:
         if not token:
             raise ValueError("the API token must not be empty")
         self.app = app
         self._token = token.encode()
+        self.sessions = sessions
 
     def _ok(self, candidate: str | None) -> bool:
         return candidate is not None and hmac.compare_digest(candidate.encode(), self._token)
 
     def allowed(self, scope: Scope) -> bool:
-        headers = dict(scope["headers"])
-        auth = headers.get(b"authorization", b"").decode("latin-1")
-        scheme, _, value = auth.partition(" ")
+        state = scope.setdefault("state", {})
+        auth = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                auth = value
+        scheme, _, value = auth.decode("latin-1").partition(" ")
         if scheme.lower() == "bearer" and self._ok(value.strip()):
+            state[BEARER_OK] = True
             return True
-        if scope["method"] not in ("GET", "HEAD"):
+        run_id = page_run_id(scope["path"])
+        if run_id is None or scope["method"] not in ("GET", "HEAD"):
             return False
-        if scope["path"].startswith("/runs/"):
-            # The page trades ?token= for the cookie: a token given there is judged alone,
-            # and the page sets the cookie only when the state says it was right.
+        if not scope["path"].endswith(PAGE_STREAM):
+            # The page trades ?token= for its session cookie: a token given there is
+            # judged alone, and the page sets the cookie only when the state says so.
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             if "token" in query:
                 ok = self._ok(query["token"][-1])
-                scope.setdefault("state", {})[QUERY_TOKEN_OK] = ok
+                state[QUERY_TOKEN_OK] = ok
                 return ok
-        cookie = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
-        return COOKIE in cookie and self._ok(cookie[COOKIE].value)
+        return self.sessions.allows(scope, run_scope(run_id))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC or self.allowed(scope):

@@ -1,7 +1,14 @@
-"""GET /v1/blobs/{sha256}?run_id=: a blob some record of that run points to, streamed."""
+"""GET /v1/blobs/{sha256}?run_id=: a blob some record of that run points to, streamed.
+
+A blob is whatever a node wrote (a fetched web page, an SVG), so it is served as a
+download, never as a document of this origin: `Content-Disposition: attachment` (inline
+only for raster images the console may preview), `nosniff`, and a sandboxing CSP in case
+a browser renders it anyway. Errors name the blob by its route, never by a host path.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
@@ -9,12 +16,20 @@ from starlette.responses import Response, StreamingResponse
 
 from tether.blobs import BlobRef
 from tether.blobs.base import is_sha256_hex
+from tether.blobs.errors import BlobError, BlobRefRefused
 from tether.errors import UnknownRun
 from tether.records import blob_refs, decode_log
 from tether.server.schemas import BadRequest
+from tether.server.views import blob_url
 
 if TYPE_CHECKING:
+    from tether.blobs import BlobStore
     from tether.server.app import TetherServer
+
+log = logging.getLogger("tether.server")
+# Never SVG (it runs script) nor HTML: only these may render in place.
+INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+BLOB_CSP = "sandbox; default-src 'none'"
 
 
 async def get_blob(request: Request) -> Response:
@@ -43,11 +58,51 @@ async def get_blob(request: Request) -> Response:
             break
     if ref is None:
         raise BadRequest(404, "unknown_blob", f"no record of run {run_id} points to {sha256}")
-    if not await server.blobs.exists(ref):
-        raise BadRequest(404, "blob_missing", f"blob {sha256} is referenced but not stored")
-    reader = server.blobs.open(ref)
+    where = blob_url(sha256, run_id)
+    try:
+        ref = await _stored(server.blobs, ref)
+    except BlobError as exc:
+        # The message names the store's paths: the log gets it, the caller the route.
+        log.warning("blob %s of run %s: %s", sha256, run_id, exc)
+        raise BadRequest(503, "blob_unavailable", f"blob {where} cannot be read now") from None
+    if ref is None:
+        raise BadRequest(404, "blob_missing", f"blob {where} is referenced but not stored")
+    media_type = ref.media_type.split(";")[0].strip().lower() or "application/octet-stream"
+    disposition = "inline" if media_type in INLINE_TYPES else "attachment"
     return StreamingResponse(
-        reader,
-        media_type=ref.media_type or "application/octet-stream",
-        headers={"Content-Length": str(ref.size), "ETag": f'"{sha256}"'},
+        server.blobs.open(ref),
+        media_type=media_type if disposition == "inline" else _download_type(ref.media_type),
+        headers={
+            "Content-Length": str(ref.size),
+            "ETag": f'"{sha256}"',
+            "Content-Disposition": f'{disposition}; filename="{sha256[:16]}"',
+            "Content-Security-Policy": BLOB_CSP,
+            "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "private, no-store",
+        },
     )
+
+
+def _download_type(media_type: str) -> str:
+    """The type a download is labelled with: the recorded one if it parses as a type."""
+    kind = media_type.split(";")[0].strip()
+    main, _, sub = kind.partition("/")
+    ok = main and sub and all(c.isalnum() or c in "!#$&-^_.+" for c in main + sub)
+    return media_type if ok else "application/octet-stream"
+
+
+async def _stored(blobs: BlobStore, ref: BlobRef) -> BlobRef | None:
+    """`ref` if its bytes are stored, else None; BlobError if the store cannot tell.
+
+    Blobs are content-addressed: when the store moved since the record was written, its
+    own copy of the same sha256 is the same bytes (checked again while streaming).
+    """
+    try:
+        if await blobs.exists(ref):
+            return ref
+    except BlobRefRefused:
+        pass
+    else:
+        return None
+    here = BlobRef(blobs.url_for(ref.sha256), ref.size, ref.sha256, ref.media_type)
+    return here if await blobs.exists(here) else None

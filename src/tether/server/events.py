@@ -4,7 +4,9 @@ A stream reads the log after the client's last seq, sends each record once, then
 for a wakeup (this process's appends, PostgreSQL NOTIFY from other replicas, or a slow
 poll) and reads again. It ends when the run finishes, or cleanly after a maximum duration
 (below gateway timeouts) with a `retry:` hint; the client reconnects with Last-Event-ID.
-Token events carry no id, so a reconnect never skips or repeats a record because of them.
+Live events (tokens, node_started) carry no id, so a reconnect never skips or repeats a
+record because of them, and all go by the one SSE name `live`: a handler's event cannot
+pass for a durable `record`, nor say which run, node or seq it belongs to.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ async def record_stream(
 
         def on_event(rid: str, node_id: str, event: dict[str, Any]) -> None:
             if rid == run_id and not queue.full():  # tokens are best effort: drop, never block
-                queue.put_nowait({"run_id": rid, "node_id": node_id, **event})
+                queue.put_nowait(live_view(rid, node_id, event))
 
         unsubscribe = server.runtime.events.on_event(on_event)
     closing = asyncio.ensure_future(server.closing.wait())
@@ -90,7 +92,9 @@ async def record_stream(
                 wake = server.wakeups.current(run_id)  # before reading: no lost wakeup
                 rows = await server.store.log.read(run_id, after_seq=last)
                 for seq, data in rows:
-                    view = record_view(run_id, seq, decode_one(run_id, seq, data))
+                    view = server.publish.view(
+                        record_view(run_id, seq, decode_one(run_id, seq, data)), run_id
+                    )
                     yield sse(id=seq, event="record", data=view)
                     last = seq
                     if view["body"] == "run_finished":
@@ -118,7 +122,9 @@ async def record_stream(
             if closing.done() or now >= deadline:
                 if closing.done():  # shutting down: send what the drain recorded first
                     for seq, data in await server.store.log.read(run_id, after_seq=last):
-                        view = record_view(run_id, seq, decode_one(run_id, seq, data))
+                        view = server.publish.view(
+                            record_view(run_id, seq, decode_one(run_id, seq, data)), run_id
+                        )
                         yield sse(id=seq, event="record", data=view)
                         last = seq
                 # Not an error: the run goes on; the client reconnects where it stopped.
@@ -133,10 +139,9 @@ async def record_stream(
                 # spawned it, since the runtime wakes us before it launches the node.
                 read = True
             elif tokens and token_wait.done():
-                yield sse(event=_event_name(token_wait.result()), data=token_wait.result())
+                yield sse(event=LIVE, data=token_wait.result())
                 while not queue.empty():
-                    item = queue.get_nowait()
-                    yield sse(event=_event_name(item), data=item)
+                    yield sse(event=LIVE, data=queue.get_nowait())
                 token_wait = asyncio.ensure_future(queue.get())
             elif now >= next_keepalive:
                 yield sse(comment="keepalive")
@@ -150,9 +155,21 @@ async def record_stream(
             unsubscribe()
 
 
-def _event_name(item: dict[str, Any]) -> str:
-    kind = item.get("type")
-    return kind if isinstance(kind, str) and kind.isidentifier() else "live"
+LIVE = "live"
+# Fields the server sets on a live event; the handler's own values for them are dropped.
+RESERVED = frozenset({"run_id", "node_id", "seq", "id"})
+
+
+def live_view(run_id: str, node_id: str, event: dict[str, Any]) -> dict[str, Any]:
+    """A handler's live event as sent: its `type` kept as data, never as the SSE name."""
+    kind = event.get("type")
+    view = {k: v for k, v in event.items() if k not in RESERVED}
+    view.update(
+        type=kind if isinstance(kind, str) and kind.isidentifier() else "event",
+        run_id=run_id,
+        node_id=node_id,
+    )
+    return view
 
 
 async def _finished(server: TetherServer, run_id: str) -> bool:
@@ -172,4 +189,4 @@ def parse_after(last_event_id: str | None, after: str | None) -> int:
     return value
 
 
-__all__ = ["StreamSettings", "parse_after", "record_stream", "sse"]
+__all__ = ["LIVE", "StreamSettings", "live_view", "parse_after", "record_stream", "sse"]

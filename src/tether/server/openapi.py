@@ -71,14 +71,16 @@ def document() -> dict[str, Any]:
     paths: dict[str, Any] = {
         "/healthz": {"get": {"summary": "liveness", "security": [], "responses": {"200": {
             "description": "alive"}}}},
-        "/readyz": {"get": {"summary": "readiness", "security": [], "responses": {
+        "/readyz": {"get": {"summary": "readiness: only whether, never why (see the log)",
+                             "security": [], "responses": {
             "200": {"description": "ready"}, "503": {"description": "not ready"}}}},
         "/v1/runs": {
             "post": _op(
                 "start a run; answers at once",
                 {"202": {"description": "accepted", "content": _json("RunAccepted")}, **bad,
                  "409": _err("Idempotency-Key reused for a different request"),
-                 "413": _err("body too large")},
+                 "413": _err("body too large"),
+                 "429": _err("too many queued runs or starts; see Retry-After")},
                 requestBody=start_body,
                 parameters=[{"name": "Idempotency-Key", "in": "header", "required": False,
                              "schema": {"type": "string", "minLength": 1, "maxLength": 200}}],
@@ -106,7 +108,9 @@ def document() -> dict[str, Any]:
         "/v1/runs/{run_id}/events": {"get": _op(
             "the run's records as Server-Sent Events (id = seq), resumable",
             {"200": {"description": "an event stream", "content": {"text/event-stream": {
-                "schema": {"type": "string"}}}}, **_UNKNOWN, "400": _err("bad seq")},
+                "schema": {"type": "string"}}}},
+             "204": {"description": "the run finished and the client has its last record"},
+             **_UNKNOWN, "400": _err("bad seq")},
             parameters=[
                 _RUN_ID,
                 {"name": "after", "in": "query", "required": False,
@@ -134,7 +138,8 @@ def document() -> dict[str, Any]:
             "a blob that a record of the run points to",
             {"200": {"description": "the bytes, with their media type",
                      "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}},
-             "400": _err("bad hash or no run named"), "404": _err("not referenced or absent")},
+             "400": _err("bad hash or no run named"), "404": _err("not referenced or absent"),
+             "503": _err("the blob store cannot be read now")},
             parameters=[
                 {"name": "sha256", "in": "path", "required": True,
                  "schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
@@ -145,8 +150,20 @@ def document() -> dict[str, Any]:
         "/runs/{run_id}": {"get": _op(
             "the live run page (HTML)",
             {"200": {"description": "the page", "content": {"text/html": {
-                "schema": {"type": "string"}}}}, "303": {"description": "token kept in a cookie"}},
+                "schema": {"type": "string"}}}},
+             "303": {"description": "the token traded for a page-session cookie"},
+             "404": {"description": "no such run", "content": {"text/html": {
+                "schema": {"type": "string"}}}}, "400": _err("malformed run id")},
             parameters=[_RUN_ID],
+        )},
+        "/runs/{run_id}/events": {"get": _op(
+            "the page's own event stream (its session cookie, or the bearer header)",
+            {"200": {"description": "an event stream", "content": {"text/event-stream": {
+                "schema": {"type": "string"}}}},
+             "204": {"description": "the run finished and the client has its last record"},
+             **_UNKNOWN, "400": _err("bad seq")},
+            parameters=[_RUN_ID, {"name": "after", "in": "query", "required": False,
+                                  "schema": {"type": "integer", "minimum": -1}}],
         )},
     }  # fmt: skip
     return {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from starlette.exceptions import HTTPException
@@ -16,6 +17,7 @@ from tether.errors import (
     CorruptRecord,
     RunExists,
     RunNotResumable,
+    StoreError,
     StoreUnavailable,
     TetherError,
     UnknownAgent,
@@ -27,8 +29,10 @@ from tether.runtime import parse_config
 from tether.server.blob_route import get_blob
 from tether.server.events import parse_after, record_stream
 from tether.server.launch import RunBusy
+from tether.server.limits import BodyTooLarge, TooMany
 from tether.server.openapi import openapi
 from tether.server.page import run_page
+from tether.server.request import run_id_of, server_of
 from tether.server.schemas import BadRequest, ResumeRun, StartRun, parse_body
 from tether.store.base import RunInfo, Status
 
@@ -37,11 +41,12 @@ if TYPE_CHECKING:
     from tether.server.app import TetherServer
 
 MAX_KEY = 200
+log = logging.getLogger("tether.server")
 
 
-def server_of(request: Request) -> TetherServer:
-    server: TetherServer = request.app.state.tether
-    return server
+def bearer_of(request: Request) -> str:
+    """The bearer token the request was let in with (starts take the header only)."""
+    return request.headers.get("authorization", "").partition(" ")[2].strip()
 
 
 def urls(run_id: str) -> dict[str, str]:
@@ -53,13 +58,6 @@ def urls(run_id: str) -> dict[str, str]:
         "resume": f"{base}/resume",
         "page": f"/runs/{run_id}",
     }
-
-
-def run_id_of(request: Request) -> str:
-    run_id: str = request.path_params["run_id"]
-    if not run_id or len(run_id) > 400:
-        raise BadRequest(400, "bad_run_id", "run id must be 1 to 400 characters")
-    return run_id
 
 
 def idempotent_run_id(key: str) -> str:
@@ -77,7 +75,8 @@ def fingerprint(body: StartRun) -> str:
 
 async def start_run(request: Request) -> Response:
     server = server_of(request)
-    body = parse_body(StartRun, await request.body())
+    server.starts.take(bearer_of(request))
+    body = parse_body(StartRun, await request.body(), limit=server.limits.max_body_bytes)
     if body.agent not in server.agents:
         raise BadRequest(
             422,
@@ -89,6 +88,8 @@ async def start_run(request: Request) -> Response:
         raise BadRequest(400, "bad_idempotency_key", f"Idempotency-Key must be 1-{MAX_KEY} chars")
     run_id = idempotent_run_id(key) if key else new_run_id()
     replayed = False
+    if not (key and await server.store.runs.get(run_id)):  # a replay queues nothing new
+        await server.starts.check_queue(server.store)
     try:
         await server.launcher.start(
             body.agent,
@@ -128,7 +129,7 @@ def row_view(info: RunInfo) -> dict[str, Any]:
         "parent_run_id": info.parent_run_id,
         "created_at": info.created_at,
         "updated_at": info.updated_at,
-        "owner": info.owner,
+        "owner": info.owner,  # made opaque by Publisher.view before it is sent
         "urls": urls(info.run_id),
     }
 
@@ -152,6 +153,7 @@ async def get_run(request: Request) -> Response:
         raise UnknownRun(run_id)
     graph = await server.runtime.load(run_id)
     view = run_view(graph, outputs=request.query_params.get("outputs") in ("1", "true"))
+    publish = server.publish
     first = graph.started
     view.update(
         counts=counts(graph),
@@ -161,11 +163,11 @@ async def get_run(request: Request) -> Response:
             "last_record_at_us": graph.last_at_us,
             "wall_ms": graph.wall_ms(),
         },
-        row=row_view(info),
+        row=publish.view(row_view(info), run_id),
         urls=urls(run_id),
     )
     view["parent_run_id"] = (first.parent_run_id or None) if first else None
-    return JSONResponse(view)
+    return JSONResponse(publish.view(view, run_id))
 
 
 async def list_runs(request: Request) -> Response:
@@ -188,7 +190,8 @@ async def list_runs(request: Request) -> Response:
         next_url = f"/v1/runs?limit={limit}&offset={offset + limit}"
         if status is not None:
             next_url += f"&status={status.value}"
-    return JSONResponse({"runs": [row_view(r) for r in rows[:limit]], "next": next_url})
+    runs = [server.publish.view(row_view(r), r.run_id) for r in rows[:limit]]
+    return JSONResponse({"runs": runs, "next": next_url})
 
 
 def _int_param(raw: str | None, name: str, default: int, lo: int, hi: int) -> int:
@@ -212,8 +215,13 @@ async def run_events(request: Request) -> Response:
         raise BadRequest(
             400, "bad_after", "Last-Event-ID and ?after= must be a seq (an integer >= -1)"
         ) from None
-    if await server.store.runs.get(run_id) is None:
+    info = await server.store.runs.get(run_id)
+    if info is None:
         raise UnknownRun(run_id)
+    if info.status.finished and not await server.store.log.read(run_id, after_seq=after):
+        # Finished, and the client has its last record: 204 is what makes a browser's
+        # EventSource stop instead of reconnecting forever.
+        return Response(status_code=204)
     tokens = request.query_params.get("tokens") in ("1", "true")
     return StreamingResponse(
         record_stream(server, run_id, after, tokens=tokens),
@@ -256,7 +264,9 @@ async def wait_finished(server: TetherServer, run_id: str, *, within: float) -> 
 async def resume_run(request: Request) -> Response:
     server = server_of(request)
     run_id = run_id_of(request)
-    body = parse_body(ResumeRun, await request.body(), optional=True)
+    body = parse_body(
+        ResumeRun, await request.body(), optional=True, limit=server.limits.max_body_bytes
+    )
     if await server.store.runs.get(run_id) is None:
         raise UnknownRun(run_id)
     status = await server.launcher.resume(
@@ -274,13 +284,16 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     server = server_of(request)
+    # Unauthenticated: says only whether, never why (a store error names host and db).
     if not server.ready:
-        return JSONResponse({"ok": False, "why": "starting or shutting down"}, 503)
+        log.info("not ready: starting or shutting down")
+        return JSONResponse({"ok": False, "status": "not ready"}, 503)
     try:
         await server.store.runs.list(limit=1)
-    except StoreUnavailable as exc:
-        return JSONResponse({"ok": False, "why": str(exc)}, 503)
-    return JSONResponse({"ok": True})
+    except StoreError as exc:  # unreachable, or there but broken (its database dropped)
+        log.warning("not ready: %s", exc)
+        return JSONResponse({"ok": False, "status": "not ready"}, 503)
+    return JSONResponse({"ok": True, "status": "ready"})
 
 
 # -- errors -------------------------------------------------------------------------
@@ -295,7 +308,12 @@ def error(status: int, kind: str, message: str, details: Any = None) -> JSONResp
 
 async def _bad_request(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, BadRequest)
-    return error(exc.status, exc.kind, exc.message, exc.details)
+    response = error(exc.status, exc.kind, exc.message, exc.details)
+    if isinstance(exc, TooMany):
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+    if isinstance(exc, BodyTooLarge):
+        response.headers["Connection"] = "close"  # the rest of the body is never read
+    return response
 
 
 async def _tether_error(request: Request, exc: Exception) -> Response:
@@ -308,6 +326,10 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         StoreUnavailable: (503, "store_unavailable"),
         CorruptRecord: (500, "corrupt_record"),
     }.get(type(exc), (500, "internal"))
+    if status == 500:
+        # The message may name paths or hosts: it goes to the log, not to the caller.
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return error(status, kind, f"internal error ({type(exc).__name__}); see the server log")
     return error(status, kind, str(exc))
 
 
@@ -333,4 +355,6 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/resume", resume_run, methods=["POST"]),
         Route("/v1/blobs/{sha256}", get_blob, methods=["GET"]),
         Route("/runs/{run_id}", run_page, methods=["GET"]),
+        # The page's own stream, under the page's path so its session cookie reaches it.
+        Route("/runs/{run_id}/events", run_events, methods=["GET"]),
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -10,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tether.core import Budget
 
 MAX_BODY_BYTES = 1 << 20
+# Deep enough for any real input; shallow enough that nothing downstream (pydantic's
+# serializer stops near 255, protobuf and json near the recursion limit) can choke on it.
+MAX_DEPTH = 100
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -63,16 +67,68 @@ class BadRequest(Exception):
         self.details = details
 
 
-def parse_body(model: type[M], raw: bytes, *, optional: bool = False) -> M:
+def _not_finite(token: str) -> Any:
+    raise BadRequest(400, "non_finite_number", f"{token} is not JSON: numbers must be finite")
+
+
+def _finite_float(raw: str) -> float:
+    value = float(raw)
+    if not math.isfinite(value):
+        raise BadRequest(400, "non_finite_number", f"{raw[:40]} overflows a float")
+    return value
+
+
+def check_json_value(data: Any, *, what: str = "request body") -> None:
+    """BadRequest unless `data` nests at most MAX_DEPTH deep and every string is valid UTF-8.
+
+    Iterative, so a hostile depth never reaches the recursion limit here.
+    """
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise BadRequest(400, "too_deep", f"{what} nests deeper than {MAX_DEPTH} levels")
+        if isinstance(value, str):
+            _check_text(value, what)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                _check_text(key, what)
+                stack.append((item, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1) for item in value)
+
+
+def _check_text(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # json.loads accepts "\ud800" escapes; nothing can store or send them back.
+        raise BadRequest(
+            400, "invalid_unicode", f"{what} has a lone surrogate (\\ud800-\\udfff) in a string"
+        ) from None
+
+
+def loads(raw: bytes | str, *, what: str = "request body") -> Any:
+    """json.loads for untrusted input: BadRequest (400) for anything tether cannot keep."""
+    try:
+        data = json.loads(raw, parse_constant=_not_finite, parse_float=_finite_float)
+    except RecursionError:
+        raise BadRequest(400, "too_deep", f"{what} nests deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(400, "invalid_json", f"{what} is not valid JSON: {exc}") from None
+    check_json_value(data, what=what)
+    return data
+
+
+def parse_body(
+    model: type[M], raw: bytes, *, optional: bool = False, limit: int = MAX_BODY_BYTES
+) -> M:
     """Validate a JSON body; BadRequest (413, 400 or 422) naming the problem."""
-    if len(raw) > MAX_BODY_BYTES:
-        raise BadRequest(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes")
+    if len(raw) > limit:
+        raise BadRequest(413, "too_large", f"request body over {limit} bytes")
     if not raw.strip() and optional:
         return model()
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest(400, "invalid_json", f"request body is not valid JSON: {exc}") from None
+    data = loads(raw)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -7,10 +7,14 @@ import signal
 import socket
 from collections.abc import Callable
 
-import uvicorn
-
 from tether.errors import TetherError
 from tether.server.app import TetherServer
+from tether.server.connections import (
+    AcceptErrorLog,
+    ConnectionLimits,
+    TetherConfig,
+    raise_open_files_limit,
+)
 from tether.uvicorn_util import ReadyServer, bind_socket
 
 
@@ -33,15 +37,18 @@ async def serve(
     on_ready: Callable[[str], None] | None = None,
     log_level: str = "warning",
     stop: asyncio.Event | None = None,
+    connections: ConnectionLimits | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT (or `stop` is set, then signals are left alone).
 
     Then drain the runs executing here, end the streams, and stop uvicorn.
     """
+    connections = connections or ConnectionLimits()
+    raise_open_files_limit()
     sock = bind(host, port)
-    config = uvicorn.Config(
+    config = TetherConfig(
         server.app,
-        http="h11",
+        limits=connections,
         ws="none",
         lifespan="on",
         access_log=False,
@@ -51,6 +58,8 @@ async def serve(
     )
     uv = ReadyServer(config)
     loop = asyncio.get_running_loop()
+    accept_log = AcceptErrorLog(loop, connections.accept_log_interval_s)
+    accept_log.install()
     signals = () if stop is not None else (signal.SIGTERM, signal.SIGINT)
     stop = stop or asyncio.Event()
     for sig in signals:
@@ -82,4 +91,5 @@ async def serve(
             # Only now: a second signal during the drain must not kill the process.
             for sig in signals:
                 loop.remove_signal_handler(sig)
+            accept_log.uninstall()
             sock.close()

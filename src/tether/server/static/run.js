@@ -2,11 +2,13 @@
 // seq it drew, so each record is applied exactly once, in order, whichever server answers.
 "use strict";
 
+const RUN_ID = document.body.dataset.runId;
+
 const W = 168, H = 48, GAP_X = 18, GAP_Y = 36, PAD = 12;
 const state = {
   lastSeq: -1, seqs: [], nodes: new Map(), order: [], status: "connecting", agent: "",
   limits: null, used: { nodes: 0, tokens: 0, cost: 0 }, firstAt: 0, lastAt: 0,
-  finished: false, retryMs: 1000, tokens: new Map(), connects: 0,
+  finished: false, retryMs: 1000, tokens: new Map(), connects: 0, stopped: "", live: 0,
 };
 window.tetherState = state;  // read by the browser test; handy in the console too
 
@@ -126,20 +128,28 @@ function drawGraph() {
 }
 
 function bar(label, used, limit, fmt) {
+  // Built as nodes, widths set through CSSOM: the page's CSP refuses inline style markup.
   const frac = limit ? Math.min(1, used / limit) : 0;
-  const over = limit && used >= limit ? " over" : "";
-  return `<span>${label}</span><div class="bar${over}"><div style="width:${(frac * 100).toFixed(1)}%">` +
-    `</div></div><span>${fmt(used)}${limit ? " / " + fmt(limit) : " (no limit)"}</span>`;
+  const name = document.createElement("span");
+  name.textContent = label;
+  const outer = document.createElement("div");
+  outer.className = "bar" + (limit && used >= limit ? " over" : "");
+  const inner = document.createElement("div");
+  inner.style.width = `${(frac * 100).toFixed(1)}%`;
+  outer.append(inner);
+  const value = document.createElement("span");
+  value.textContent = `${fmt(used)}${limit ? " / " + fmt(limit) : " (no limit)"}`;
+  return [name, outer, value];
 }
 
 function drawBudget() {
   const lim = state.limits || {}, u = state.used, int = (v) => String(Math.round(v));
   const wallS = state.firstAt ? (state.lastAt - state.firstAt) / 1e6 : 0;
-  document.getElementById("budget").innerHTML =
-    bar("nodes", u.nodes, lim.max_nodes, int) +
-    bar("tokens", u.tokens, lim.max_tokens, int) +
-    bar("cost", u.cost, lim.max_cost, (v) => "$" + v.toFixed(4)) +
-    bar("wall", wallS, (lim.max_wall_ms || 0) / 1000, (v) => v.toFixed(1) + " s");
+  document.getElementById("budget").replaceChildren(
+    ...bar("nodes", u.nodes, lim.max_nodes, int),
+    ...bar("tokens", u.tokens, lim.max_tokens, int),
+    ...bar("cost", u.cost, lim.max_cost, (v) => "$" + v.toFixed(4)),
+    ...bar("wall", wallS, (lim.max_wall_ms || 0) / 1000, (v) => v.toFixed(1) + " s"));
 }
 
 function drawTokens() {
@@ -178,22 +188,61 @@ function setLink(text) {
   link.className = "badge " + text;
 }
 
+function stop(text, why) {
+  state.stopped = why;
+  setLink(text);
+  document.getElementById("reason").textContent = why;
+}
+
+// The browser's EventSource gives up for good on any answer but a 200 stream (204 after
+// the end, 404, 401) and hides the status; ask once with fetch what it was.
+async function whyClosed(url) {
+  const ctl = new AbortController();
+  try {
+    const r = await fetch(url, { signal: ctl.signal, credentials: "same-origin" });
+    ctl.abort();
+    return r.status;
+  } catch (e) {
+    return 0;  // unreachable: retry
+  }
+}
+
 function connect() {
-  if (state.finished) return;
+  if (state.finished || state.stopped) return;
   state.connects += 1;
-  const url = `/v1/runs/${encodeURIComponent(RUN_ID)}/events?tokens=1&after=${state.lastSeq}`;
+  const url = `/runs/${encodeURIComponent(RUN_ID)}/events?tokens=1&after=${state.lastSeq}`;
   const es = new EventSource(url);
   const again = (ms) => { es.close(); setLink("reconnecting"); setTimeout(connect, ms); };
   es.onopen = () => setLink("live");
-  es.addEventListener("record", (m) => { applyRecord(JSON.parse(m.data)); draw(); });
-  es.addEventListener("token", (m) => { applyLive("token", JSON.parse(m.data)); draw(); });
-  es.addEventListener("node_started", (m) => { applyLive("node_started", JSON.parse(m.data)); draw(); });
+  es.addEventListener("record", (m) => {
+    const r = JSON.parse(m.data);
+    // A durable record always comes with its seq as the SSE id; anything else is not one.
+    if (m.lastEventId === "" || Number(m.lastEventId) !== r.seq) return;
+    applyRecord(r);
+    draw();
+  });
+  es.addEventListener("live", (m) => {
+    const e = JSON.parse(m.data);
+    state.live += 1;
+    applyLive(e.type, e);
+    draw();
+  });
   es.addEventListener("end", () => { es.close(); state.finished = true; setLink("done"); draw(); });
   // The server ends every stream after its time limit; pick up where we are.
   es.addEventListener("reconnect", () => again(0));
-  // A cut or a server that is away: the browser would retry only some failures by
-  // itself, so always reconnect ourselves, from the last seq drawn.
-  es.onerror = () => again(state.retryMs);
+  es.onerror = async () => {
+    if (es.readyState !== EventSource.CLOSED) {
+      // A cut or a server that is away: reconnect ourselves, from the last seq drawn.
+      again(state.retryMs);
+      return;
+    }
+    es.close();
+    const status = await whyClosed(url);
+    if (status === 204) { state.finished = true; setLink("done"); draw(); }
+    else if (status === 404) stop("unknown", `unknown run: no run ${RUN_ID} on this server`);
+    else if (status === 401) stop("expired", "this page's session expired: open the run's link again");
+    else again(state.retryMs);
+  };
 }
 
 draw();

@@ -1,0 +1,24 @@
+"""What every route reads off a request: the server behind the app, a valid run id."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+
+from tether.server.schemas import BadRequest
+
+if TYPE_CHECKING:
+    from tether.server.app import TetherServer
+
+
+def server_of(request: Request) -> TetherServer:
+    server: TetherServer = request.app.state.tether
+    return server
+
+
+def run_id_of(request: Request) -> str:
+    run_id: str = request.path_params["run_id"]
+    if not run_id or len(run_id) > 400:
+        raise BadRequest(400, "bad_run_id", "run id must be 1 to 400 characters")
+    return run_id
