@@ -123,7 +123,7 @@ def test_kill_9_at_random_points(
     total = Checked()
     for r in results:
         c: Checked = r["checked"]
-        for name in ("runs", "nodes", "executions", "reexecuted", "records", "resumes"):
+        for name in ("runs", "children", "nodes", "executions", "reexecuted", "records", "resumes"):
             setattr(total, name, getattr(total, name) + getattr(c, name))
         total.max_epoch = max(total.max_epoch, c.max_epoch)
     died = [r for r in results if r["died"]]
