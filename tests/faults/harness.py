@@ -34,10 +34,14 @@ REPO_ROOT = str(Path(__file__).resolve().parents[2])
 # append holds the runs row FOR SHARE for the whole statement, so that epoch cannot move
 # between the fence check and this trigger: it is the epoch the append was admitted at.
 AUDIT_SQL = """
-CREATE TABLE log_audit (run_id text, seq bigint, epoch bigint, PRIMARY KEY (run_id, seq));
+CREATE TABLE log_audit (
+    run_id text, seq bigint, epoch bigint, at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (run_id, seq)
+);
 CREATE FUNCTION audit_append() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO log_audit SELECT NEW.run_id, NEW.seq, epoch FROM runs WHERE run_id = NEW.run_id;
+    INSERT INTO log_audit (run_id, seq, epoch)
+        SELECT NEW.run_id, NEW.seq, epoch FROM runs WHERE run_id = NEW.run_id;
     RETURN NEW;
 END $$;
 CREATE TRIGGER run_log_audit AFTER INSERT ON run_log FOR EACH ROW EXECUTE FUNCTION audit_append();

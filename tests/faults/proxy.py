@@ -30,6 +30,9 @@ class TcpProxy:
         self.target_port = target_port
         self.port = 0
         self.cuts = 0
+        # Bytes sent during a partition and delivered by its heal (at least the first read
+        # of each connection; the rest waits in buffers): statements that arrive late.
+        self.held_bytes = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._flowing: asyncio.Event
@@ -109,10 +112,11 @@ class TcpProxy:
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, OSError):
             while True:
-                await self._flowing.wait()
                 data = await reader.read(65536)
-                # A partition that began while this read waited holds the bytes it got.
-                await self._flowing.wait()
+                if not self._flowing.is_set():
+                    # A partition that began while this read waited holds the bytes it got.
+                    await self._flowing.wait()
+                    self.held_bytes += len(data)
                 if not data:
                     break
                 writer.write(data)
