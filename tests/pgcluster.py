@@ -91,16 +91,24 @@ class PgCluster:
                 "UTF8",
             ]
         )
+        # Our settings live in a file of their own: postgresql.auto.conf belongs to
+        # ALTER SYSTEM and pg_basebackup -R (a standby's primary_conninfo).
+        _run(
+            [
+                "sh",
+                "-c",
+                f"echo \"include_if_exists = 'tether.conf'\" >> {self.data}/postgresql.conf",
+            ]
+        )
         return self
 
     def configure(self, **settings: str) -> None:
-        """Append settings to postgresql.conf (read at the next start)."""
+        """Change settings (written at the next start)."""
         self._settings.update(settings)
 
     def _write_conf(self) -> None:
         lines = [f"{k} = {v}" for k, v in {**self._settings, "port": str(self.port)}.items()]
-        conf = self.data / "postgresql.auto.conf"
-        # As the postgres user: the file must stay writable by the server (ALTER SYSTEM).
+        conf = self.data / "tether.conf"
         _run(["sh", "-c", f"cat > {conf} <<'EOF'\n" + "\n".join(lines) + "\nEOF"])
 
     def start(self, attempts: int = 5) -> PgCluster:
@@ -142,15 +150,19 @@ class PgCluster:
         except OSError:
             return ""
 
-    def base_backup_into(self, standby: PgCluster) -> None:
-        """Make `standby` a streaming replica of this (running) cluster."""
+    def base_backup_into(self, standby: PgCluster, via_port: int = 0) -> None:
+        """Make `standby` a streaming replica of this (running) cluster.
+
+        `via_port`: a proxy's port in front of this cluster, which the standby then
+        streams through (so a test can delay or cut replication).
+        """
         _run(
             [
                 str(BIN / "pg_basebackup"),
                 "-h",
                 "127.0.0.1",
                 "-p",
-                str(self.port),
+                str(via_port or self.port),
                 "-U",
                 "postgres",
                 "-D",
