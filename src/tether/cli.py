@@ -23,7 +23,7 @@ from tether.errors import TetherError
 from tether.executor import Outcome
 from tether.graph import Graph
 from tether.inspect import run_view
-from tether.records import Record
+from tether.records import Record, budget_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
 from tether.store import Status, Store, default_url, migrate_url, store_from_url
@@ -33,13 +33,13 @@ console = Console()
 
 def parse_budget(spec: str, current: Graph | None = None) -> Budget:
     """`tokens=+50000,nodes=100,cost=2,wall=600`: `+N` adds to the run's current limit."""
-    lim = current.limits if current else None
+    base = budget_of(current.limits) if current else Budget()
     values: dict[str, float] = {
-        "nodes": lim.max_nodes if lim else 0,
-        "tokens": lim.max_tokens if lim else 0,
-        "cost": lim.max_cost if lim else 0.0,
-        "wall": lim.max_wall_ms / 1000 if lim else 0.0,
-        "turns": lim.max_turns if lim else 0,
+        "nodes": base.max_nodes,
+        "tokens": base.max_tokens,
+        "cost": base.max_cost,
+        "wall": base.max_wall_s,
+        "turns": base.max_turns,
     }
     for part in filter(None, spec.split(",")):
         name, _, raw = part.partition("=")
@@ -86,7 +86,7 @@ def _kill_after(runtime: Runtime, n: int) -> None:
 
     def on_record(run_id: str, seq: int, record: Record) -> None:
         nonlocal count
-        if record.WhichOneof("body") == "node_completed":
+        if record.HasField("node_completed"):
             count += 1
             if count >= n:
                 console.print(f"[red]--stop-after {n}: killing the process (SIGKILL)[/]")
@@ -116,7 +116,7 @@ async def _execute_with(
     progress = Progress(runtime)
 
     def announce(run_id: str, seq: int, record: Record) -> None:
-        if record.WhichOneof("body") == "run_started" and not record.run_started.parent_run_id:
+        if record.HasField("run_started") and not record.run_started.parent_run_id:
             console.print(f"run [bold]{run_id}[/] started")
 
     runtime.events.on_record(announce)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, assert_never
 
 from rich.console import Group
 from rich.table import Table
@@ -11,7 +11,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from tether.graph import Graph
-from tether.records import Record
+from tether.records import Record, body_of
 from tether.runtime import Runtime
 
 
@@ -32,23 +32,27 @@ class Progress:
             self.running[(run_id, node_id)] = event["kind"]
 
     def _on_record(self, run_id: str, seq: int, record: Record) -> None:
-        body = record.WhichOneof("body")
+        body = body_of(record)
         short = run_id.split(".")[-1][:10] if "." in run_id else run_id[:10]
-        if body == "node_completed":
-            nc = record.node_completed
-            self.running.pop((run_id, nc.node_id), None)
-            self.recorded += 1
-            self.tokens += nc.used.tokens_in + nc.used.tokens_out
-            line = f"seq {seq:>3}  {short:<10} {nc.kind:<9} {nc.node_id[:8]:<8}"
-            line += f" {nc.used.wall_ms:>5} ms"
-            line += "  (fallback)" if nc.fallback else ""
-        elif body == "node_failed":
-            nf = record.node_failed
-            line = (
-                f"seq {seq:>3}  {short:<10} {nf.kind:<9} FAILED {nf.error_type}: {nf.message[:40]}"
-            )
-        else:
-            line = f"seq {seq:>3}  {short:<10} {body}"
+        match body:
+            case "node_completed":
+                nc = record.node_completed
+                self.running.pop((run_id, nc.node_id), None)
+                self.recorded += 1
+                self.tokens += nc.used.tokens_in + nc.used.tokens_out
+                line = f"seq {seq:>3}  {short:<10} {nc.kind:<9} {nc.node_id[:8]:<8}"
+                line += f" {nc.used.wall_ms:>5} ms"
+                line += "  (fallback)" if nc.fallback else ""
+            case "node_failed":
+                nf = record.node_failed
+                line = (
+                    f"seq {seq:>3}  {short:<10} {nf.kind:<9} "
+                    f"FAILED {nf.error_type}: {nf.message[:40]}"
+                )
+            case "run_started" | "run_paused" | "run_resumed" | "run_finished" | None:
+                line = f"seq {seq:>3}  {short:<10} {body}"
+            case _:
+                assert_never(body)
         self.lines = [*self.lines[-9:], line]
 
     def __rich__(self) -> Group:

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether import faults
 from tether.blobs import BlobError, BlobNotFound, BlobRef
 from tether.context import Context
 from tether.core import Node, NodeResult, Spawn
@@ -22,7 +21,6 @@ from tether.errors import (
     OutputNotSerializable,
     RecordTooLarge,
     StaleEpoch,
-    StoreUnavailable,
     TetherError,
     UnknownNodeKind,
 )
@@ -30,15 +28,14 @@ from tether.graph import Graph, GraphError
 from tether.ids import child_id
 from tether.records import (
     BudgetUsed,
-    NodeCompleted,
-    NodeFailed,
     NodeSpec,
     Record,
-    RunFinished,
-    RunPaused,
-    RunStatus,
     encode,
+    node_completed,
+    node_failed,
     now_us,
+    run_finished,
+    run_paused,
 )
 from tether.store.base import Status
 from tether.values import pb_of
@@ -194,92 +191,44 @@ class RunExecutor:
         raise exc
 
     async def _commit(self, batch: list[tuple[Record, bytes]]) -> list[str]:
-        """Append the records of nodes that completed together; apply them; return the new ready."""
+        """Record the nodes that completed together (one append); return the new ready."""
         g = self.graph
-        base = g.next_seq
-        entries = [(base + i, data) for i, (_, data) in enumerate(batch)]
-        await self.append(entries)
-        ready: list[str] = []
-        failed: list[NodeFailed] = []
-        for (record, _), (seq, _) in zip(batch, entries, strict=True):
-            ready.extend(g.apply(record, checked=True))
-            self.runtime.events.record(g.run_id, seq, record)
-            if record.WhichOneof("body") == "node_failed":
-                failed.append(record.node_failed)
-        for nf in failed:
-            # A fallback's record follows the failure in the same batch and rescues the node.
-            if g.nodes[nf.node_id].completed is None and self._failure is None:
-                self._failure = (
-                    f"node {nf.node_id} ({nf.kind}) failed after {nf.attempt} attempt(s): "
-                    f"{nf.error_type}: {nf.message}"
-                )
+        ready = await self.runtime.writer.commit(g, batch, epoch=self.epoch)
+        for record, _ in batch:
+            if record.HasField("node_failed"):
+                nf = record.node_failed
+                # A fallback's record follows the failure in the same batch and rescues it.
+                if g.nodes[nf.node_id].completed is None and self._failure is None:
+                    self._failure = (
+                        f"node {nf.node_id} ({nf.kind}) failed after {nf.attempt} attempt(s): "
+                        f"{nf.error_type}: {nf.message}"
+                    )
         return ready
-
-    async def append(self, entries: Sequence[tuple[int, bytes]]) -> None:
-        """Append durably, retrying while the database is away (the same bytes are idempotent)."""
-        delay = 0.05
-        give_up = time.monotonic() + self.runtime.store_retry_s
-        while True:
-            try:
-                faults.hit("before_append")
-                await self.runtime.store.log.append(self.graph.run_id, entries, epoch=self.epoch)
-                faults.hit("after_append")
-                return
-            except StoreUnavailable as exc:
-                if time.monotonic() > give_up:
-                    raise
-                log.warning(
-                    "run %s: store unavailable (%s), retrying in %.2fs",
-                    self.graph.run_id,
-                    exc,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
 
     async def _finish(self) -> Outcome:
         g, rt = self.graph, self.runtime
         result: Any = None
         if self.cancelling.is_set():
             status = Status.CANCELLED
-            record = Record(
-                at_us=now_us(),
-                run_finished=RunFinished(
-                    status=RunStatus.RUN_STATUS_CANCELLED, error="cancelled by request"
-                ),
-            )
+            record = run_finished(status, error="cancelled by request")
         elif self._failure:
             status = Status.FAILED
-            record = Record(
-                at_us=now_us(),
-                run_finished=RunFinished(status=RunStatus.RUN_STATUS_FAILED, error=self._failure),
-            )
+            record = run_finished(status, error=self._failure)
         elif g.pending == 0:
             status = Status.SUCCEEDED
-            finished = RunFinished(status=RunStatus.RUN_STATUS_SUCCEEDED)
-            if g.result_node is not None:
-                out = g.nodes[g.result_node].completed
-                assert out is not None
-                finished.result.CopyFrom(out.output)
-            record = Record(at_us=now_us(), run_finished=finished)
+            out = g.nodes[g.result_node].completed if g.result_node is not None else None
+            record = run_finished(status, result=out.output if out is not None else None)
         elif rt.draining.is_set() or self._pause:
             status = Status.PAUSED
             reason = "drain" if rt.draining.is_set() and not self._pause else self._pause or "drain"
-            record = Record(at_us=now_us(), run_paused=RunPaused(reason=reason))
+            record = run_paused(reason)
         else:
             status = Status.FAILED
             stuck = [n for n, s in g.nodes.items() if s.completed is None][:5]
-            record = Record(
-                at_us=now_us(),
-                run_finished=RunFinished(
-                    status=RunStatus.RUN_STATUS_FAILED,
-                    error=f"stuck: nodes {stuck} wait for parents that can never be recorded",
-                ),
+            record = run_finished(
+                status, error=f"stuck: nodes {stuck} wait for parents that can never be recorded"
             )
-        seq = g.next_seq
-        await self.append([(seq, encode(record))])
-        g.apply(record, checked=True)
-        rt.events.record(g.run_id, seq, record)
+        await rt.writer.write(g, record, epoch=self.epoch)
         await rt.store.runs.set_status(g.run_id, status, reason=g.reason or None, epoch=self.epoch)
         if status is Status.SUCCEEDED and g.result_node is not None:
             # Read after the finish is recorded: an unreadable result blob loses nothing.
@@ -365,29 +314,24 @@ class RunExecutor:
     ) -> tuple[Record, bytes]:
         result = out if isinstance(out, NodeResult) else NodeResult(output=out)
         usage = ctx.usage + result.usage if result.usage else ctx.usage
-        nc = NodeCompleted(
-            node_id=spec.node_id,
-            parent_ids=spec.parent_ids,
-            kind=spec.kind,
-            used=BudgetUsed(
-                tokens_in=usage.tokens_in,
-                tokens_out=usage.tokens_out,
-                cost=usage.cost,
-                model_calls=usage.model_calls,
-                wall_ms=int((time.perf_counter() - t0) * 1000),
-            ),
+        used = BudgetUsed(
+            tokens_in=usage.tokens_in,
+            tokens_out=usage.tokens_out,
+            cost=usage.cost,
+            model_calls=usage.model_calls,
+            wall_ms=int((time.perf_counter() - t0) * 1000),
+        )
+        record = node_completed(
+            spec,
+            output=await self.codec.encode(result.output),
+            spawned=await self._specs(spec.node_id, result.spawn),
+            blobs=[pb_of(ref) for ref in await self._blob_refs(ctx, result.blobs)],
+            used=used,
             attempt=attempt,
             started_at_us=started_us,
-            finished_at_us=now_us(),
             is_result=result.is_result,
             fallback=fallback,
         )
-        nc.output.CopyFrom(await self.codec.encode(result.output))
-        for s in await self._specs(spec.node_id, result.spawn):
-            nc.spawned.append(s)
-        for ref in await self._blob_refs(ctx, result.blobs):
-            nc.blobs.append(pb_of(ref))
-        record = Record(at_us=nc.finished_at_us, node_completed=nc)
         try:
             self.graph.check(record)
         except GraphError as exc:
@@ -440,18 +384,7 @@ class RunExecutor:
     def _failed_record(
         self, spec: NodeSpec, exc: BaseException, attempt: int, *, retryable: bool
     ) -> tuple[Record, bytes]:
-        message = str(exc) or repr(exc)
-        record = Record(
-            at_us=now_us(),
-            node_failed=NodeFailed(
-                node_id=spec.node_id,
-                kind=spec.kind,
-                error_type=type(exc).__name__,
-                message=message[:2000],
-                attempt=attempt,
-                retryable=retryable,
-            ),
-        )
+        record = node_failed(spec, exc, attempt, retryable=retryable)
         return record, encode(record)
 
 

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import assert_never
 
-from tether.records import BudgetLimits, NodeCompleted, NodeFailed, NodeSpec, Record, RunStarted
+from tether.records import (
+    Body,
+    BudgetLimits,
+    NodeCompleted,
+    NodeFailed,
+    NodeSpec,
+    Record,
+    RunStarted,
+    body_of,
+)
+from tether.status import Status
 
 
 class GraphError(Exception):
@@ -37,7 +48,9 @@ class Graph:
         self.tokens_out = 0
         self.cost = 0.0
         self.model_calls = 0
-        self.status = "new"  # new | running | paused | succeeded | failed | cancelled
+        # QUEUED until RunStarted is applied; never RUNNING on a graph that is not executing
+        # unless the run's last session ended without a record (a crash).
+        self.status = Status.QUEUED
         self.reason = ""
         self.result_node: str | None = None
         self.finished: Record | None = None
@@ -63,7 +76,7 @@ class Graph:
     def wall_ms(self, at_us: int | None = None) -> int:
         """Active wall time of the run: its sessions' durations summed, up to `at_us`."""
         end = self.last_at_us if at_us is None else at_us
-        open_us = end - self._session_start_us if self.status == "running" else 0
+        open_us = end - self._session_start_us if self.status is Status.RUNNING else 0
         return (self._closed_wall_us + max(0, open_us)) // 1000
 
     def exhausted(self, at_us: int) -> str | None:
@@ -85,7 +98,7 @@ class Graph:
 
     def check(self, record: Record) -> None:
         """Raise GraphError if `record` cannot be applied next."""
-        body = record.WhichOneof("body")
+        body = body_of(record)
         if body is None:
             raise GraphError("has no known body (written by a newer schema?)")
         if body == "run_started":
@@ -94,11 +107,17 @@ class Graph:
             return
         if self.started is None:
             raise GraphError(f"is a {body} before run_started")
-        if body == "node_completed":
-            nc = record.node_completed
-            self._check_completed(nc.node_id, _unpack(nc.spawned))
-        elif body == "node_failed" and record.node_failed.node_id not in self.nodes:
-            raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
+        match body:
+            case "node_completed":
+                nc = record.node_completed
+                self._check_completed(nc.node_id, _unpack(nc.spawned))
+            case "node_failed":
+                if record.node_failed.node_id not in self.nodes:
+                    raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
+            case "run_paused" | "run_resumed" | "run_finished":
+                pass
+            case _:
+                assert_never(body)
 
     def _check_completed(self, nid: str, spawned: list[_Spawned]) -> None:
         state = self.nodes.get(nid)
@@ -120,7 +139,7 @@ class Graph:
 
     def apply(self, record: Record, *, checked: bool = False) -> list[str]:
         """Apply one record; return the ids of nodes that became ready."""
-        body = record.WhichOneof("body")
+        body: Body | None = record.WhichOneof("body")  # body_of, without a call: the hot path
         if body == "node_completed":
             # The common record, also the whole of a replay: read each field once, for
             # the check and the apply alike (every protobuf field read builds an object).
@@ -143,40 +162,43 @@ class Graph:
         previous_at = self.last_at_us
         if at > self.last_at_us:
             self.last_at_us = at
-        if body == "run_started":
-            rs = record.run_started
-            self.started = rs
-            self.limits = rs.limits
-            self._open_session(at)
-            return self._add(_unpack(rs.roots))
-        if body == "node_failed":
-            self.nodes[record.node_failed.node_id].failed = record.node_failed
-        elif body == "run_paused":
-            self._close_session(at)
-            self.status, self.reason = "paused", record.run_paused.reason
-        elif body == "run_resumed":
-            if record.run_resumed.HasField("limits"):
-                self.limits = record.run_resumed.limits
-            # After a crash no pause was recorded: the session ended with its last record.
-            self._close_session(previous_at if self.status == "running" else at)
-            self._open_session(at)
-        elif body == "run_finished":
-            self._close_session(at)
-            self.finished = record
-            self.status = {1: "succeeded", 2: "failed", 3: "cancelled"}.get(
-                record.run_finished.status, "failed"
-            )
-            self.reason = record.run_finished.error
+        match body:
+            case "run_started":
+                rs = record.run_started
+                self.started = rs
+                self.limits = rs.limits
+                self._open_session(at)
+                return self._add(_unpack(rs.roots))
+            case "node_failed":
+                self.nodes[record.node_failed.node_id].failed = record.node_failed
+            case "run_paused":
+                self._close_session(at)
+                self.status, self.reason = Status.PAUSED, record.run_paused.reason
+            case "run_resumed":
+                if record.run_resumed.HasField("limits"):
+                    self.limits = record.run_resumed.limits
+                # After a crash no pause was recorded: the session ended with its last record.
+                self._close_session(previous_at if self.status is Status.RUNNING else at)
+                self._open_session(at)
+            case "run_finished":
+                self._close_session(at)
+                self.finished = record
+                self.status = Status.from_pb(record.run_finished.status)
+                self.reason = record.run_finished.error
+            case "node_completed" | None:  # handled above / refused by check
+                raise GraphError(f"cannot apply a {body or 'bodiless'} record here")
+            case _:
+                assert_never(body)
         return []
 
     def _open_session(self, at: int) -> None:
-        self.status, self.reason = "running", ""
+        self.status, self.reason = Status.RUNNING, ""
         self._session_start_us = at
 
     def _close_session(self, at: int) -> None:
-        if self.status == "running":
+        if self.status is Status.RUNNING:
             self._closed_wall_us += max(0, at - self._session_start_us)
-        self.status = "paused"
+        self.status = Status.PAUSED
 
     def _complete(self, nc: NodeCompleted, nid: str, spawned: list[_Spawned]) -> list[str]:
         self.nodes[nid].completed = nc

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, assert_never
 
 from tether.graph import Graph
-from tether.records import BudgetLimits, NodeSpec, Record, Value
+from tether.records import BudgetLimits, NodeSpec, Record, Value, body_of
+from tether.status import Status
 
 FORMAT_VERSION = 1
 
@@ -69,16 +70,13 @@ def _spec_view(spec: NodeSpec) -> dict[str, Any]:
     return {"node_id": spec.node_id, "kind": spec.kind, "parent_ids": list(spec.parent_ids)}
 
 
-_FINISHED = {1: "succeeded", 2: "failed", 3: "cancelled"}
-
-
 def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
     """One log record as the event stream sends it: `body` says which kind of record.
 
     Node records carry `node_id`, the node's `kind` and `status`; every record carries the
     run `status` it implies where it changes it. Values are inline JSON or `{"$blob": ...}`.
     """
-    body = record.WhichOneof("body")
+    body = body_of(record)
     view: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "run_id": run_id,
@@ -86,68 +84,73 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
         "at_us": record.at_us,
         "body": body,
     }
-    if body == "run_started":
-        rs = record.run_started
-        view.update(
-            status="running",
-            agent=rs.agent,
-            input=_inline(rs.input),
-            limits=limits_view(rs.limits),
-            parent_run_id=rs.parent_run_id or None,
-            parent_node_id=rs.parent_node_id or None,
-            spawned=[_spec_view(s) for s in rs.roots],
-        )
-    elif body == "node_completed":
-        nc = record.node_completed
-        u = nc.used
-        view.update(
-            node_id=nc.node_id,
-            kind=nc.kind,
-            status="completed",
-            parent_ids=list(nc.parent_ids),
-            attempt=nc.attempt,
-            started_at_us=nc.started_at_us,
-            finished_at_us=nc.finished_at_us,
-            used={
-                "tokens_in": u.tokens_in,
-                "tokens_out": u.tokens_out,
-                "cost": u.cost,
-                "model_calls": u.model_calls,
-                "wall_ms": u.wall_ms,
-            },
-            output=_inline(nc.output),
-            spawned=[_spec_view(s) for s in nc.spawned],
-            blobs=[
-                {"url": b.url, "size": b.size, "sha256": b.sha256, "media_type": b.media_type}
-                for b in nc.blobs
-            ],
-            is_result=nc.is_result,
-            fallback=nc.fallback,
-        )
-    elif body == "node_failed":
-        nf = record.node_failed
-        view.update(
-            node_id=nf.node_id,
-            kind=nf.kind,
-            status="failed",
-            attempt=nf.attempt,
-            retryable=nf.retryable,
-            error={"type": nf.error_type, "message": nf.message},
-        )
-    elif body == "run_paused":
-        view.update(status="paused", reason=record.run_paused.reason)
-    elif body == "run_resumed":
-        rr = record.run_resumed
-        view.update(status="running", owner=rr.owner, epoch=rr.epoch)
-        if rr.HasField("limits"):
-            view["limits"] = limits_view(rr.limits)
-    elif body == "run_finished":
-        rf = record.run_finished
-        view.update(
-            status=_FINISHED.get(rf.status, "failed"),
-            reason=rf.error,
-            result=_inline(rf.result) if rf.HasField("result") else None,
-        )
+    match body:
+        case "run_started":
+            rs = record.run_started
+            view.update(
+                status=Status.RUNNING,
+                agent=rs.agent,
+                input=_inline(rs.input),
+                limits=limits_view(rs.limits),
+                parent_run_id=rs.parent_run_id or None,
+                parent_node_id=rs.parent_node_id or None,
+                spawned=[_spec_view(s) for s in rs.roots],
+            )
+        case "node_completed":
+            nc = record.node_completed
+            u = nc.used
+            view.update(
+                node_id=nc.node_id,
+                kind=nc.kind,
+                status="completed",
+                parent_ids=list(nc.parent_ids),
+                attempt=nc.attempt,
+                started_at_us=nc.started_at_us,
+                finished_at_us=nc.finished_at_us,
+                used={
+                    "tokens_in": u.tokens_in,
+                    "tokens_out": u.tokens_out,
+                    "cost": u.cost,
+                    "model_calls": u.model_calls,
+                    "wall_ms": u.wall_ms,
+                },
+                output=_inline(nc.output),
+                spawned=[_spec_view(s) for s in nc.spawned],
+                blobs=[
+                    {"url": b.url, "size": b.size, "sha256": b.sha256, "media_type": b.media_type}
+                    for b in nc.blobs
+                ],
+                is_result=nc.is_result,
+                fallback=nc.fallback,
+            )
+        case "node_failed":
+            nf = record.node_failed
+            view.update(
+                node_id=nf.node_id,
+                kind=nf.kind,
+                status="failed",
+                attempt=nf.attempt,
+                retryable=nf.retryable,
+                error={"type": nf.error_type, "message": nf.message},
+            )
+        case "run_paused":
+            view.update(status=Status.PAUSED, reason=record.run_paused.reason)
+        case "run_resumed":
+            rr = record.run_resumed
+            view.update(status=Status.RUNNING, owner=rr.owner, epoch=rr.epoch)
+            if rr.HasField("limits"):
+                view["limits"] = limits_view(rr.limits)
+        case "run_finished":
+            rf = record.run_finished
+            view.update(
+                status=Status.from_pb(rf.status),
+                reason=rf.error,
+                result=_inline(rf.result) if rf.HasField("result") else None,
+            )
+        case None:
+            pass  # a body from a newer schema: the envelope only
+        case _:
+            assert_never(body)
     return view
 
 

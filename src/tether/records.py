@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Literal, assert_never
 
 from google.protobuf.message import DecodeError
 
 from tether._proto.tether.v1 import records_pb2 as pb
+from tether.core import Budget
 from tether.errors import CorruptRecord, OutputNotSerializable
+from tether.status import Status
 
 SCHEMA_VERSION = 1
 
@@ -28,6 +30,136 @@ BudgetLimits = pb.BudgetLimits
 BudgetUsed = pb.BudgetUsed
 LogChunk = pb.LogChunk
 BlobRefPb = pb.BlobRef
+
+# The names of Record's `body` oneof. A reader matches on them exhaustively, ending with
+# `case _: assert_never(body)`, so a body added here is a type error in every reader that
+# does not handle it (a test checks this list against the schema).
+Body = Literal[
+    "run_started", "node_completed", "node_failed", "run_paused", "run_resumed", "run_finished"
+]
+
+
+def body_of(record: pb.Record) -> Body | None:
+    """The name of the record's body; None when a newer schema wrote one unknown here."""
+    body: Body | None = record.WhichOneof("body")
+    return body
+
+
+# -- building records: every record written to a log is made by one of these --------------
+
+
+def run_started(
+    agent: str,
+    input: pb.Value,
+    *,
+    entry: str,
+    root_id: str,
+    config: bytes = b"",
+    limits: pb.BudgetLimits | None = None,
+    parent: tuple[str, str] | None = None,
+) -> pb.Record:
+    """Seq 0 of a run: its agent, input, limits and the root node (`entry`, given the input)."""
+    started = pb.RunStarted(
+        schema_version=SCHEMA_VERSION,
+        agent=agent,
+        config=config,
+        limits=limits,
+        parent_run_id=parent[0] if parent else "",
+        parent_node_id=parent[1] if parent else "",
+        input=input,
+    )
+    started.roots.append(pb.NodeSpec(node_id=root_id, kind=entry, input=input))
+    return pb.Record(at_us=now_us(), run_started=started)
+
+
+def node_completed(
+    spec: pb.NodeSpec,
+    *,
+    output: pb.Value,
+    spawned: Iterable[pb.NodeSpec],
+    blobs: Iterable[pb.BlobRef],
+    used: pb.BudgetUsed,
+    attempt: int,
+    started_at_us: int,
+    is_result: bool = False,
+    fallback: bool = False,
+) -> pb.Record:
+    """A node's work, recorded: its output, the successors it spawned, what it used."""
+    finished_at_us = now_us()
+    nc = pb.NodeCompleted(
+        node_id=spec.node_id,
+        parent_ids=spec.parent_ids,
+        kind=spec.kind,
+        output=output,
+        spawned=spawned,
+        used=used,
+        blobs=blobs,
+        attempt=attempt,
+        started_at_us=started_at_us,
+        finished_at_us=finished_at_us,
+        is_result=is_result,
+        fallback=fallback,
+    )
+    return pb.Record(at_us=finished_at_us, node_completed=nc)
+
+
+def node_failed(
+    spec: pb.NodeSpec, exc: BaseException, attempt: int, *, retryable: bool
+) -> pb.Record:
+    """A node's last attempt failed with `exc` (its message capped at 2,000 characters)."""
+    message = str(exc) or repr(exc)
+    failed = pb.NodeFailed(
+        node_id=spec.node_id,
+        kind=spec.kind,
+        error_type=type(exc).__name__,
+        message=message[:2000],
+        attempt=attempt,
+        retryable=retryable,
+    )
+    return pb.Record(at_us=now_us(), node_failed=failed)
+
+
+def run_paused(reason: str) -> pb.Record:
+    """The run stopped launching nodes and has none in flight."""
+    return pb.Record(at_us=now_us(), run_paused=pb.RunPaused(reason=reason))
+
+
+def run_resumed(owner: str, epoch: int | None, limits: pb.BudgetLimits | None = None) -> pb.Record:
+    """The run is taken up again by `owner` at `epoch`, with new limits if given."""
+    resumed = pb.RunResumed(owner=owner, epoch=epoch or 0, limits=limits)
+    return pb.Record(at_us=now_us(), run_resumed=resumed)
+
+
+def run_finished(status: Status, *, error: str = "", result: pb.Value | None = None) -> pb.Record:
+    """The run's end: succeeded (with its result, if any), failed or cancelled."""
+    finished = pb.RunFinished(status=status.to_pb(), error=error, result=result)
+    return pb.Record(at_us=now_us(), run_finished=finished)
+
+
+# -- budget limits: the one place that maps Budget to and from BudgetLimits ----------------
+
+
+def limits_of(budget: Budget | None) -> pb.BudgetLimits:
+    """The BudgetLimits a run records for `budget` (None: unlimited)."""
+    b = budget or Budget()
+    return pb.BudgetLimits(
+        max_nodes=b.max_nodes,
+        max_tokens=b.max_tokens,
+        max_cost=b.max_cost,
+        max_wall_ms=int(b.max_wall_s * 1000),
+        max_turns=b.max_turns,
+    )
+
+
+def budget_of(limits: pb.BudgetLimits) -> Budget:
+    """The Budget a run's recorded limits stand for."""
+    return Budget(
+        max_nodes=limits.max_nodes,
+        max_tokens=limits.max_tokens,
+        max_cost=limits.max_cost,
+        max_wall_s=limits.max_wall_ms / 1000,
+        max_turns=limits.max_turns,
+    )
 
 
 def now_us() -> int:
@@ -61,21 +193,26 @@ def blob_refs(record: pb.Record) -> Iterator[tuple[str, pb.BlobRef]]:
     Covers the run input and roots, node outputs, successors' inputs, attached blobs and
     the run result: a new Value field in the schema must be added here too.
     """
-    body = record.WhichOneof("body")
-    if body == "run_started":
-        rs = record.run_started
-        yield from _value_ref("run input", rs.input)
-        for spec in rs.roots:
-            yield from _value_ref(f"input of root {spec.node_id}", spec.input)
-    elif body == "node_completed":
-        nc = record.node_completed
-        yield from _value_ref(f"output of node {nc.node_id}", nc.output)
-        for spec in nc.spawned:
-            yield from _value_ref(f"input of node {spec.node_id}", spec.input)
-        for ref in nc.blobs:
-            yield f"attachment of node {nc.node_id}", ref
-    elif body == "run_finished":
-        yield from _value_ref("run result", record.run_finished.result)
+    body = body_of(record)
+    match body:
+        case "run_started":
+            rs = record.run_started
+            yield from _value_ref("run input", rs.input)
+            for spec in rs.roots:
+                yield from _value_ref(f"input of root {spec.node_id}", spec.input)
+        case "node_completed":
+            nc = record.node_completed
+            yield from _value_ref(f"output of node {nc.node_id}", nc.output)
+            for spec in nc.spawned:
+                yield from _value_ref(f"input of node {spec.node_id}", spec.input)
+            for ref in nc.blobs:
+                yield f"attachment of node {nc.node_id}", ref
+        case "run_finished":
+            yield from _value_ref("run result", record.run_finished.result)
+        case "node_failed" | "run_paused" | "run_resumed" | None:
+            pass  # no values
+        case _:
+            assert_never(body)
 
 
 def _value_ref(where: str, value: pb.Value) -> Iterator[tuple[str, pb.BlobRef]]:
@@ -109,7 +246,7 @@ def decode_one(run_id: str, seq: int, row: bytes) -> pb.Record:
     if len(chunk.records) != 1:
         raise CorruptRecord(run_id, seq, f"holds {len(chunk.records)} records, expected exactly 1")
     record: pb.Record = chunk.records[0]
-    if record.WhichOneof("body") is None:
+    if body_of(record) is None:
         raise CorruptRecord(run_id, seq, "has no known body (written by a newer schema?)")
     return record
 

@@ -24,35 +24,19 @@ from tether.executor import Outcome, RunExecutor
 from tether.graph import Graph, GraphError
 from tether.ids import ROOT_ID, child_run_id, new_run_id
 from tether.records import (
-    SCHEMA_VERSION,
-    BudgetLimits,
-    NodeSpec,
-    Record,
-    RunFinished,
-    RunResumed,
-    RunStarted,
-    RunStatus,
     decode_log,
     dump_json,
-    encode,
-    now_us,
+    limits_of,
+    run_finished,
+    run_resumed,
+    run_started,
 )
 from tether.registry import Registry, resolve_agent
 from tether.store.base import RunInfo, Status, Store
 from tether.values import DEFAULT_OFFLOAD_THRESHOLD, ValueCodec
+from tether.writer import RecordWriter
 
 DEFAULT_RECORD_CAP = 64 * 1024
-
-
-def limits_of(budget: Budget | None) -> BudgetLimits:
-    b = budget or Budget()
-    return BudgetLimits(
-        max_nodes=b.max_nodes,
-        max_tokens=b.max_tokens,
-        max_cost=b.max_cost,
-        max_wall_ms=int(b.max_wall_s * 1000),
-        max_turns=b.max_turns,
-    )
 
 
 class Runtime:
@@ -81,13 +65,23 @@ class Runtime:
         self.concurrency = concurrency
         self.grace = grace
         self.record_cap = record_cap
-        self.store_retry_s = store_retry_s
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.events = EventBus()
+        # The only code that appends to a log, applies to a graph and publishes records.
+        self.writer = RecordWriter(store, self.events, retry_s=store_retry_s)
         self.draining = asyncio.Event()
         self.hurry = asyncio.Event()
         # The runs executing in this process (sub-agent runs included), by run id.
         self.executing: dict[str, RunExecutor] = {}
+
+    @property
+    def store_retry_s(self) -> float:
+        """How long appends (and releases) keep retrying while the store is unavailable."""
+        return self.writer.retry_s
+
+    @store_retry_s.setter
+    def store_retry_s(self, seconds: float) -> None:
+        self.writer.retry_s = seconds
 
     def new_codec(self) -> ValueCodec:
         return ValueCodec(self.blobs, threshold=self.offload_threshold)
@@ -130,19 +124,11 @@ class Runtime:
             graph = await self.load(run_id)
             if graph.finished is not None:
                 raise RunNotResumable(f"run {run_id} has finished ({graph.status}); cannot cancel")
-            record = Record(
-                at_us=now_us(),
-                run_finished=RunFinished(
-                    status=RunStatus.RUN_STATUS_CANCELLED, error="cancelled by request"
-                ),
-            )
-            seq = graph.next_seq
+            record = run_finished(Status.CANCELLED, error="cancelled by request")
             try:
-                await self.store.log.append(run_id, [(seq, encode(record))], epoch=epoch)
+                await self.writer.write(graph, record, epoch=epoch)
             except ConflictingRecord:
                 continue  # a record landed at that seq meanwhile: read the log again
-            graph.apply(record)
-            self.events.record(run_id, seq, record)
             await self.store.runs.set_status(
                 run_id, Status.CANCELLED, reason=graph.reason, epoch=epoch
             )
@@ -170,20 +156,15 @@ class Runtime:
         # a worker in another process can find the agent the same way.
         name = agent if isinstance(agent, str) else registry.name
         run_id = run_id or new_run_id()
-        codec = self.new_codec()
-        started = RunStarted(
-            schema_version=SCHEMA_VERSION,
-            agent=name,
+        record = run_started(
+            name,
+            await self.new_codec().encode(input),
+            entry=registry.entry,
+            root_id=ROOT_ID,
             config=dump_json(config) if config else b"",
             limits=limits_of(budget),
-            parent_run_id=parent[0] if parent else "",
-            parent_node_id=parent[1] if parent else "",
+            parent=parent,
         )
-        started.input.CopyFrom(await codec.encode(input))
-        root = NodeSpec(node_id=ROOT_ID, kind=registry.entry)
-        root.input.CopyFrom(started.input)
-        started.roots.append(root)
-        record = Record(at_us=now_us(), run_started=started)
         info = RunInfo(
             run_id=run_id,
             agent=name,
@@ -191,11 +172,7 @@ class Runtime:
             parent_run_id=parent[0] if parent else None,
             owner=self.owner if status is Status.RUNNING else None,
         )
-        await self.store.runs.create(info, encode(record))
-        graph = Graph(run_id)
-        graph.apply(record)
-        self.events.record(run_id, 0, record)
-        return graph
+        return await self.writer.create(info, record)
 
     async def load(self, run_id: str) -> Graph:
         """Rehydrate a run: read its log in seq order, decode, apply."""
@@ -240,15 +217,9 @@ class Runtime:
         self, graph: Graph, *, budget: Budget | None = None, epoch: int | None = None
     ) -> Outcome:
         """Record that the run is taken up again, then execute it."""
-        resumed = RunResumed(owner=self.owner, epoch=epoch or 0)
-        if budget is not None:
-            resumed.limits.CopyFrom(limits_of(budget))
-        record = Record(at_us=now_us(), run_resumed=resumed)
+        limits = limits_of(budget) if budget is not None else None
         executor = RunExecutor(self, graph, resolve_agent(graph.agent), epoch=epoch)
-        seq = graph.next_seq
-        await executor.append([(seq, encode(record))])
-        graph.apply(record)
-        self.events.record(graph.run_id, seq, record)
+        await self.writer.write(graph, run_resumed(self.owner, epoch, limits), epoch=epoch)
         await self.store.runs.set_status(graph.run_id, Status.RUNNING, epoch=epoch)
         return await executor.execute()
 
@@ -319,7 +290,7 @@ class Runtime:
         return outcome.result, Usage(g.tokens_in, g.tokens_out, g.cost, g.model_calls)
 
     async def _read_outcome(self, graph: Graph) -> Outcome:
-        status = Status(graph.status)
+        status = graph.status
         result = None
         if graph.finished is not None and graph.finished.run_finished.HasField("result"):
             result = await self.new_codec().decode(graph.finished.run_finished.result)

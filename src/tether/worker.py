@@ -136,7 +136,7 @@ class Worker:
             graph = await self.runtime.load(run_id)
             if graph.finished is not None:
                 # Its last record landed but the row was not updated (a crash in between).
-                status, reason = Status(graph.status), graph.reason or None
+                status, reason = graph.status, graph.reason or None
             elif claim.cancel:
                 # Asked to cancel while nobody held it: record that, execute nothing.
                 outcome = await self.runtime.cancel(run_id, epoch=epoch)

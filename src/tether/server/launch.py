@@ -16,8 +16,8 @@ from typing import Any
 
 from tether.core import Budget
 from tether.errors import RunNotResumable, TetherError, UnknownRun
-from tether.records import Record, RunResumed, encode, now_us
-from tether.runtime import Runtime, limits_of
+from tether.records import budget_of, limits_of, run_resumed
+from tether.runtime import Runtime
 from tether.store.base import Claim, Status
 from tether.worker import DEFAULT_LEASE_TTL, Worker
 
@@ -28,17 +28,6 @@ EMBEDDED, EXTERNAL = "embedded", "external"
 
 class RunBusy(TetherError):
     """The run is executing already, so it cannot be resumed now."""
-
-
-def budget_of(limits: Any) -> Budget:
-    """A Budget holding a run's current limits (a BudgetLimits message)."""
-    return Budget(
-        max_nodes=limits.max_nodes,
-        max_tokens=limits.max_tokens,
-        max_cost=limits.max_cost,
-        max_wall_s=limits.max_wall_ms / 1000,
-        max_turns=limits.max_turns,
-    )
 
 
 class Launcher:
@@ -99,20 +88,14 @@ class Launcher:
         try:
             graph = await self.runtime.load(run_id)
             if graph.finished is not None:
-                status, reason = Status(graph.status), graph.reason or None
+                status, reason = graph.status, graph.reason or None
                 raise RunNotResumable(
                     f"run {run_id} has finished ({graph.status}); nothing to resume"
                 )
             if budget:
                 limits = replace(budget_of(graph.limits), **budget)  # type: ignore[arg-type]
-                resumed = RunResumed(owner=self.runtime.owner, epoch=claim.epoch)
-                resumed.limits.CopyFrom(limits_of(limits))
-                record = Record(at_us=now_us(), run_resumed=resumed)
-                seq = graph.next_seq
-                await self.runtime.store.log.append(
-                    run_id, [(seq, encode(record))], epoch=claim.epoch
-                )
-                self.runtime.events.record(run_id, seq, record)
+                record = run_resumed(self.runtime.owner, claim.epoch, limits_of(limits))
+                await self.runtime.writer.write(graph, record, epoch=claim.epoch)
         finally:
             await self._release(claim, status, reason)
         await self.leases.notify()
@@ -140,7 +123,7 @@ class Launcher:
         except RunNotResumable:
             # It finished, but a crash kept its row from saying so: give it back as it is.
             graph = await self.runtime.load(run_id)
-            await self._release(claim, Status(graph.status), graph.reason or None)
+            await self._release(claim, graph.status, graph.reason or None)
             raise
         except BaseException:
             await self._release(claim, status, None)

@@ -5,23 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class Status(StrEnum):
-    """A run's status in the runs table."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    PAUSED = "paused"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def finished(self) -> bool:
-        return self in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
-
+from tether.status import Status as Status  # re-exported: stores speak of run status
 
 # The reason of a run paused by a drain (SIGTERM): such a run is runnable again at once,
 # unlike one paused for its budget, which waits for an explicit resume.

@@ -7,8 +7,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tether.errors import ConflictingRecord, RunExists, StaleEpoch, UnknownRun
+from tether.errors import RunExists, StaleEpoch, UnknownRun
 from tether.store.base import DRAIN, Claim, Leases, LogStore, RunInfo, RunTable, Status, Store
+from tether.store.judgement import AppendFacts, judge_append
 
 
 class _State:
@@ -26,19 +27,19 @@ class MemoryLog(LogStore):
         self, run_id: str, entries: Sequence[tuple[int, bytes]], *, epoch: int | None = None
     ) -> None:
         log = self._s.logs.setdefault(run_id, {})
-        fresh: dict[int, bytes] = {}
         info = self._s.runs.get(run_id)
-        stale = epoch is not None and (info is None or info.epoch != epoch)
-        for seq, record in entries:
-            old = log.get(seq, fresh.get(seq))
-            if old is not None and old != record:
-                # After a change of hands the new owner may hold this seq: report the fence.
-                raise StaleEpoch(run_id, epoch or 0) if stale else ConflictingRecord(run_id, seq)
-            if old is None:
-                fresh[seq] = record
-        # Like the SQL stores: a retry of records already there is a no-op even when fenced.
-        if fresh and stale:
-            raise StaleEpoch(run_id, epoch or 0)
+        current = info.epoch if info is not None else None
+        # What the SQL stores' insert does: skip taken seqs, or everything when fenced off.
+        fresh: dict[int, bytes] = {}
+        if epoch is None or current == epoch:
+            for seq, record in entries:
+                if seq not in log:
+                    fresh.setdefault(seq, record)
+        stored = {seq: log.get(seq, fresh.get(seq)) for seq, _ in entries}
+        facts = AppendFacts(
+            len(fresh), {seq: r for seq, r in stored.items() if r is not None}, current
+        )
+        judge_append(run_id, entries, epoch, facts)
         log.update(fresh)
 
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from tether.errors import ConflictingRecord, StaleEpoch, StoreError
+from tether.errors import ConflictingRecord
 from tether.store.base import AppendListener, LogListener, LogStore
+from tether.store.judgement import AppendFacts, judge_append
 from tether.store.postgres_db import PgPool, rowcount
 from tether.store.postgres_listen import AppendNotifier, PostgresLogListener
 from tether.store.queries import load_queries
@@ -47,7 +48,6 @@ class PostgresLog(LogStore):
             return
         seqs = [seq for seq, _ in entries]
         records = [record for _, record in entries]
-        conflict = False
         async with self._db.connection() as conn:
             try:
                 if epoch is None:
@@ -58,37 +58,20 @@ class PostgresLog(LogStore):
                 if exc.column_name != "seq":
                     raise
                 # The statement's signal that a different record holds one of these seqs:
-                # it aborted, so nothing of this call landed. Find the seq to name it.
-                conflict, status = True, "INSERT 0 0"
-            if rowcount(status) == len(entries):
+                # it aborted, so nothing of this call landed.
+                status = "INSERT 0 0"
+            inserted = rowcount(status)
+            if inserted == len(entries):
                 self._notifier.note(run_id, seqs[-1])
                 return
             # The slow path, only for retries, conflicts and fenced-off appends.
             rows = await conn.fetch(Q["records_at"], run_id, seqs)
-            stored: dict[int, bytes] = {row[0]: row[1] for row in rows}
-            # Not a retry: if the run changed hands, the new owner may already have written
-            # these seqs; the reason to report (and stop on) is the fence.
-            retry = all(stored.get(s) == r for s, r in entries)
-            if epoch is not None and not retry:
-                current = await conn.fetchval(Q["run_epoch"], run_id)
-                if current != epoch:
-                    raise StaleEpoch(run_id, epoch)
-        # Judge entries in order, as SQLite's row-by-row append does.
-        for seq, record in entries:
-            old = stored.get(seq)
-            if old is None and not conflict:
-                # The insert skipped a free seq: only a failed fence does that.
-                raise (
-                    StaleEpoch(run_id, epoch)
-                    if epoch is not None
-                    else StoreError(
-                        f"run {run_id}: the append of seq {seq} was skipped without a conflict"
-                    )
-                )
-            if old is not None and old != record:
-                raise ConflictingRecord(run_id, seq)
-        if conflict:
-            raise StoreError(f"run {run_id}: an append conflicted, yet no seq holds another record")
+            current = await conn.fetchval(Q["run_epoch"], run_id) if epoch is not None else None
+        judge_append(
+            run_id, entries, epoch, AppendFacts(inserted, {r[0]: r[1] for r in rows}, current)
+        )
+        if inserted:  # a retry that overlapped what had landed and added the rest
+            self._notifier.note(run_id, seqs[-1])
 
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
         rows = await self._db.fetch(Q["read"], run_id, after_seq)

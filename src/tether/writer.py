@@ -1,0 +1,148 @@
+"""The record writer: the only code that writes a run's log.
+
+Every record goes through the same three steps, in this order: append it durably
+(retrying while the store is unavailable, up to `retry_s`), apply it to the run's graph,
+publish it to the runtime's listeners. So a listener (an event stream, the live page,
+a parent run) never sees a record the store does not hold, and the graph never holds one
+either (invariant 1: only a recorded node is done).
+
+Records are built by the constructors in `tether.records`; this module only writes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from tether import faults
+from tether.errors import RunExists, StoreUnavailable
+from tether.events import EventBus
+from tether.graph import Graph
+from tether.records import Record, encode
+from tether.store.base import RunInfo, Store
+
+log = logging.getLogger("tether.writer")
+
+# The first pause after a failed attempt; it doubles up to the cap.
+FIRST_DELAY_S = 0.05
+MAX_DELAY_S = 2.0
+
+
+class RecordWriter:
+    """Appends, applies and publishes records for the runs of one runtime."""
+
+    def __init__(self, store: Store, events: EventBus, *, retry_s: float) -> None:
+        self.store = store
+        self.events = events
+        # How long to keep retrying an append while the store is unavailable.
+        self.retry_s = retry_s
+
+    async def create(self, info: RunInfo, record: Record) -> Graph:
+        """Record a new run: its row and its RunStarted at seq 0 in one transaction.
+
+        Returns the run's graph with that record applied. RunExists if the id is taken
+        (unless the taker is this very call, whose first attempt landed unacknowledged).
+        """
+        graph = Graph(info.run_id)
+        graph.check(record)
+        data = encode(record)
+        give_up = time.monotonic() + self.retry_s
+
+        async def again() -> None:
+            try:
+                await self.store.runs.create(info, data)
+            except RunExists:
+                # The attempt that failed may have committed before the store went away.
+                if await self._seq0(info.run_id) != data:
+                    raise
+
+        try:
+            await self.store.runs.create(info, data)
+        except StoreUnavailable as exc:
+            await self._retrying(info.run_id, "create", exc, give_up, again)
+        graph.apply(record, checked=True)
+        self.events.record(info.run_id, 0, record)
+        return graph
+
+    async def _seq0(self, run_id: str) -> bytes | None:
+        rows = await self.store.log.read(run_id, after_seq=-1)
+        return rows[0][1] if rows and rows[0][0] == 0 else None
+
+    async def write(self, graph: Graph, record: Record, *, epoch: int | None = None) -> int:
+        """Append one record at the graph's next seq, apply it, publish it; return its seq.
+
+        GraphError (before anything is written) if the record does not fit the graph;
+        ConflictingRecord or StaleEpoch from the store as `append` says.
+        """
+        graph.check(record)
+        seq = graph.next_seq
+        await self.append(graph.run_id, [(seq, encode(record))], epoch=epoch)
+        graph.apply(record, checked=True)
+        self.events.record(graph.run_id, seq, record)
+        return seq
+
+    async def commit(
+        self, graph: Graph, batch: Sequence[tuple[Record, bytes]], *, epoch: int | None = None
+    ) -> list[str]:
+        """Append records already checked against the graph (with their encoded bytes) at
+        its next seqs, in one append; apply and publish each; return the nodes that became
+        ready. The executor's hot path: one statement per batch of completed nodes."""
+        base = graph.next_seq
+        entries = [(base + i, data) for i, (_, data) in enumerate(batch)]
+        await self.append(graph.run_id, entries, epoch=epoch)
+        ready: list[str] = []
+        run_id, publish = graph.run_id, self.events.record
+        for i, (record, _) in enumerate(batch):
+            ready.extend(graph.apply(record, checked=True))
+            publish(run_id, base + i, record)
+        return ready
+
+    async def append(
+        self, run_id: str, entries: Sequence[tuple[int, bytes]], *, epoch: int | None = None
+    ) -> None:
+        """Append durably, retrying while the store is away (the same bytes are idempotent).
+
+        ConflictingRecord if another record holds one of these seqs, StaleEpoch if `epoch`
+        is no longer the run's; StoreUnavailable once `retry_s` has passed without success.
+        """
+        give_up = time.monotonic() + self.retry_s
+        try:  # the first attempt inline: no closure, no extra coroutine on the hot path
+            await self._append_once(run_id, entries, epoch)
+        except StoreUnavailable as exc:
+            await self._retrying(
+                run_id, "append", exc, give_up, lambda: self._append_once(run_id, entries, epoch)
+            )
+
+    async def _append_once(
+        self, run_id: str, entries: Sequence[tuple[int, bytes]], epoch: int | None
+    ) -> None:
+        faults.hit("before_append")
+        await self.store.log.append(run_id, entries, epoch=epoch)
+        faults.hit("after_append")
+
+    async def _retrying(
+        self,
+        run_id: str,
+        what: str,
+        exc: StoreUnavailable,
+        give_up: float,
+        attempt: Callable[[], Awaitable[None]],
+    ) -> None:
+        """After a first attempt failed with `exc`: back off, then `attempt()` again until it
+        does not raise StoreUnavailable, or raise that once `give_up` (monotonic) has passed."""
+        delay = FIRST_DELAY_S
+        while True:
+            if time.monotonic() > give_up:
+                raise exc
+            log.warning(
+                "run %s: store unavailable for %s (%s), retrying in %.2fs", run_id, what, exc, delay
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_DELAY_S)
+            try:
+                await attempt()
+                return
+            except StoreUnavailable as again:
+                exc = again

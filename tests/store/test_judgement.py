@@ -1,0 +1,99 @@
+"""The append judgement, table-driven: the facts a backend saw, and what they mean.
+
+The same rules reach every backend through tests/store/test_contract.py and
+test_invariant_4.py; here the pure function is checked case by case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from tether.errors import ConflictingRecord, StaleEpoch, StoreError
+from tether.store.judgement import AppendFacts, judge_append
+
+A, B, C = b"a", b"b", b"c"
+OK = None
+
+# (case, entries, epoch, inserted, stored after the insert, current epoch, outcome)
+# outcome: None (returns), or (exception type, the seq a ConflictingRecord names).
+CASES: list[
+    tuple[
+        str,
+        Sequence[tuple[int, bytes]],
+        int | None,
+        int,
+        Mapping[int, bytes],
+        int | None,
+        tuple[type[Exception], int | None] | None,
+    ]
+] = [
+    ("every row inserted", [(1, A), (2, B)], None, 2, {1: A, 2: B}, None, OK),
+    ("every row inserted, fenced", [(1, A)], 3, 1, {1: A}, 3, OK),
+    ("a retry of what landed", [(1, A), (2, B)], None, 0, {1: A, 2: B}, None, OK),
+    ("a retry that adds the rest", [(1, A), (2, B)], None, 1, {1: A, 2: B}, None, OK),
+    ("a retry by a fenced-off owner is still a no-op", [(1, A)], 3, 0, {1: A}, 4, OK),
+    ("a repeat of a row within one append", [(1, A), (1, A)], None, 1, {1: A}, None, OK),
+    ("another record at the seq", [(1, A)], None, 0, {1: B}, None, (ConflictingRecord, 1)),
+    (
+        "the first conflicting seq is named",
+        [(1, A), (2, B), (3, C)],
+        None,
+        0,
+        {2: A, 3: A},
+        None,
+        (ConflictingRecord, 2),
+    ),
+    (
+        "a conflict that aborted the insert (free seqs around it)",
+        [(1, A), (2, B)],
+        None,
+        0,
+        {2: C},
+        None,
+        (ConflictingRecord, 2),
+    ),
+    ("two records for one seq", [(1, A), (1, B)], None, 1, {1: A}, None, (ConflictingRecord, 1)),
+    ("conflict at the current epoch", [(1, A)], 3, 0, {1: B}, 3, (ConflictingRecord, 1)),
+    ("fenced off: nothing inserted", [(1, A)], 3, 0, {}, 4, (StaleEpoch, None)),
+    ("fenced off, no such run", [(1, A)], 3, 0, {}, None, (StaleEpoch, None)),
+    (
+        "fenced off where the new owner wrote: the fence, not the conflict",
+        [(1, A)],
+        3,
+        0,
+        {1: B},
+        4,
+        (StaleEpoch, None),
+    ),
+    ("a free seq skipped at the current epoch", [(1, A)], 3, 0, {}, 3, (StaleEpoch, None)),
+    ("a free seq skipped, unfenced", [(1, A)], None, 0, {}, None, (StoreError, None)),
+]
+
+
+@pytest.mark.parametrize(
+    ("entries", "epoch", "inserted", "stored", "current", "outcome"),
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+)
+def test_judge_append(
+    entries: Sequence[tuple[int, bytes]],
+    epoch: int | None,
+    inserted: int,
+    stored: Mapping[int, bytes],
+    current: int | None,
+    outcome: tuple[type[Exception], int | None] | None,
+) -> None:
+    facts = AppendFacts(inserted, stored, current)
+    if outcome is None:
+        judge_append("r", entries, epoch, facts)
+        return
+    kind, seq = outcome
+    with pytest.raises(kind) as err:
+        judge_append("r", entries, epoch, facts)
+    assert type(err.value) is kind  # StaleEpoch and ConflictingRecord are StoreErrors too
+    if isinstance(err.value, ConflictingRecord):
+        assert (err.value.run_id, err.value.seq) == ("r", seq)
+    if isinstance(err.value, StaleEpoch):
+        assert err.value.run_id == "r"
