@@ -69,7 +69,9 @@ class Lane:
         self.tally = Tally()
 
     def _worker(self) -> WorkerProc:
-        return WorkerProc(self.proxied, self.logs, ttl=TTL, grace=5).wait_ready()
+        # A generous handshake: on a shared 2-core machine a cold interpreter start of a
+        # worker has taken over 30 s while the other lanes restart their databases.
+        return WorkerProc(self.proxied, self.logs, ttl=TTL, grace=5).wait_ready(120)
 
     def fault(self, kind: str) -> None:
         self.tally.faults[kind] += 1
