@@ -199,7 +199,8 @@ class Worker:
             await self._renew()
 
     async def _renew(self) -> None:
-        held = list(self._held.values())
+        # Not the runs being stopped: their leases must run out for the next owner.
+        held = [c for run_id, c in self._held.items() if run_id in self._renewed]
         sent = time.monotonic()
         try:
             # Bounded: a renewal stuck on a partitioned connection must not keep the
@@ -214,7 +215,7 @@ class Worker:
             self._stop_expired()
             return
         for claim in held:
-            if claim.run_id not in lost and self._held.get(claim.run_id) == claim:
+            if claim.run_id in self._renewed and claim.run_id not in lost:
                 self._renewed[claim.run_id] = sent
         for run_id in asked:
             # The executor records CANCELLED at our epoch and the run is released so.
