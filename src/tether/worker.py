@@ -202,10 +202,12 @@ class Worker:
         # Not the runs being stopped: their leases must run out for the next owner.
         held = [c for run_id, c in self._held.items() if run_id in self._renewed]
         sent = time.monotonic()
+        # Bounded by the next expiry too: a renewal stuck on a partitioned connection must
+        # not keep the heartbeat from stopping a run the moment its lease runs out.
+        expiries = [at + self.lease_ttl for at in self._renewed.values()]
+        bound = min([sent + self.lease_ttl / 3, *expiries]) - sent
         try:
-            # Bounded: a renewal stuck on a partitioned connection must not keep the
-            # heartbeat from stopping the runs whose leases run out meanwhile.
-            async with asyncio.timeout(self.lease_ttl / 3):
+            async with asyncio.timeout(max(0.0, bound)):
                 lost = await self.leases.renew(self.owner, held, self.lease_ttl)
                 asked = await self.leases.cancels_asked(held)
         except (StoreUnavailable, TimeoutError) as exc:
