@@ -26,7 +26,16 @@ import asyncpg
 
 from tests.s3server import free_port
 
-BIN = Path(os.environ.get("TETHER_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+def _bin_dir() -> Path:
+    """TETHER_TEST_PG_BIN, else the newest Debian PostgreSQL install."""
+    if "TETHER_TEST_PG_BIN" in os.environ:
+        return Path(os.environ["TETHER_TEST_PG_BIN"])
+    installed = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))
+    return installed[-1] if installed else Path("/usr/lib/postgresql/15/bin")
+
+
+BIN = _bin_dir()
 SETTINGS = {
     "listen_addresses": "'127.0.0.1'",
     # No unix socket: its default directory is shared with the machine's server.
