@@ -49,6 +49,10 @@ class Worker:
         self.stopping = asyncio.Event()
         self.counts: Counter[str] = Counter()
         self._held: dict[str, Claim] = {}
+        # When each held lease was last extended, on this process's monotonic clock, taken
+        # before the statement was sent: the database's lease runs out no sooner than
+        # this plus the TTL, so stopping then never overlaps another owner's claim.
+        self._renewed: dict[str, float] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._slot_freed = asyncio.Event()
 
@@ -58,7 +62,7 @@ class Worker:
         self.runtime.drain()
 
     def statistics(self) -> dict[str, int]:
-        """Counters: claimed, finished, paused, drained, fenced, lost, failed."""
+        """Counters: claimed, finished, paused, drained, fenced, lost, expired, failed."""
         return dict(self.counts)
 
     async def run(self) -> None:
@@ -80,6 +84,7 @@ class Worker:
             free = self.concurrency - len(self._held)
             claims: list[Claim] = []
             if free > 0:
+                sent = time.monotonic()
                 try:
                     claims = await self.leases.claim(self.owner, free, self.lease_ttl)
                     delay = 0.05
@@ -93,6 +98,7 @@ class Worker:
                 log.info("run %s: claimed at epoch %d", claim.run_id, claim.epoch)
                 self.counts["claimed"] += 1
                 self._held[claim.run_id] = claim
+                self._renewed[claim.run_id] = sent
                 self._tasks[claim.run_id] = tg.create_task(self._execute(claim))
             if free > 0 and len(claims) < free:
                 await self._until_stopped(self.leases.wait_for_work(self.poll))
@@ -118,6 +124,7 @@ class Worker:
             await self._execute_and_release(claim)
         finally:  # also when cancelled (a lost lease): the run is no longer ours
             self._held.pop(claim.run_id, None)
+            self._renewed.pop(claim.run_id, None)
             self._tasks.pop(claim.run_id, None)
             self._slot_freed.set()
 
@@ -184,31 +191,73 @@ class Worker:
     async def _heartbeat(self) -> None:
         # Independent of node boundaries: a model call may take minutes, the lease must not.
         while True:
-            await asyncio.sleep(self.lease_ttl / 3)
-            held = list(self._held.values())
-            try:
+            beat_at = time.monotonic() + self.lease_ttl / 3
+            while (now := time.monotonic()) < beat_at:
+                expiries = [at + self.lease_ttl for at in self._renewed.values()]
+                await asyncio.sleep(max(0.0, min([beat_at, *expiries]) - now))
+                self._stop_expired()
+            await self._renew()
+
+    async def _renew(self) -> None:
+        # Not the runs being stopped: their leases must run out for the next owner.
+        held = [c for run_id, c in self._held.items() if run_id in self._renewed]
+        sent = time.monotonic()
+        # Bounded by the next expiry too: a renewal stuck on a partitioned connection must
+        # not keep the heartbeat from stopping a run the moment its lease runs out.
+        expiries = [at + self.lease_ttl for at in self._renewed.values()]
+        bound = min([sent + self.lease_ttl / 3, *expiries]) - sent
+        try:
+            async with asyncio.timeout(max(0.0, bound)):
                 lost = await self.leases.renew(self.owner, held, self.lease_ttl)
                 asked = await self.leases.cancels_asked(held)
-            except StoreUnavailable as exc:
-                log.warning("%s: lease renewal failed (%s); retrying", self.owner, exc)
-                continue
-            for run_id in asked:
-                # The executor records CANCELLED at our epoch and the run is released so.
-                # Not executing yet (between claim and resume): the next beat asks again.
-                executor = self.runtime.executing.get(run_id)
-                if executor is not None and not executor.cancelling.is_set():
-                    log.info("run %s: cancel requested; stopping it", run_id)
-                    self.runtime.request_cancel(run_id)
-            by_id = {c.run_id: c for c in held}
-            for run_id in lost:
-                if self._held.get(run_id) != by_id[run_id]:
-                    continue  # released or re-claimed meanwhile
+        except (StoreUnavailable, TimeoutError) as exc:
+            log.warning(
+                "%s: lease renewal failed (%s); retrying", self.owner, str(exc) or "timed out"
+            )
+            self._stop_expired()
+            return
+        for claim in held:
+            if claim.run_id in self._renewed and claim.run_id not in lost:
+                self._renewed[claim.run_id] = sent
+        for run_id in asked:
+            # The executor records CANCELLED at our epoch and the run is released so.
+            # Not executing yet (between claim and resume): the next beat asks again.
+            executor = self.runtime.executing.get(run_id)
+            if executor is not None and not executor.cancelling.is_set():
+                log.info("run %s: cancel requested; stopping it", run_id)
+                self.runtime.request_cancel(run_id)
+        by_id = {c.run_id: c for c in held}
+        for run_id in lost:
+            if self._held.get(run_id) != by_id[run_id]:
+                continue  # released or re-claimed meanwhile
+            log.warning(
+                "run %s: lease lost (epoch %d moved on); stopping work on it",
+                run_id,
+                by_id[run_id].epoch,
+            )
+            self.counts["lost"] += 1
+            self._stop_run(run_id)
+
+    def _stop_expired(self) -> None:
+        """Stop the runs whose leases ran out unrenewed (the database was unreachable).
+
+        Another worker may claim them from now on; the fence would refuse this worker's
+        appends anyway, but stopping here also stops its handlers' side effects.
+        """
+        now = time.monotonic()
+        for run_id, at in list(self._renewed.items()):
+            if now - at >= self.lease_ttl:
                 log.warning(
-                    "run %s: lease lost (epoch %d moved on); stopping work on it",
+                    "run %s: lease expired (not renewed for %.1fs: the database is "
+                    "unreachable); stopping work on it",
                     run_id,
-                    by_id[run_id].epoch,
+                    now - at,
                 )
-                self.counts["lost"] += 1
-                task = self._tasks.get(run_id)
-                if task is not None:
-                    task.cancel()
+                self.counts["expired"] += 1
+                self._stop_run(run_id)
+
+    def _stop_run(self, run_id: str) -> None:
+        self._renewed.pop(run_id, None)
+        task = self._tasks.get(run_id)
+        if task is not None:
+            task.cancel()

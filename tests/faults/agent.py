@@ -5,6 +5,10 @@ spawns the next layer. Every handler first writes one row to `effects` (no uniqu
 each row is one execution). Outputs are pure functions of the input, so `expected`
 gives the result of an uninterrupted run without running anything.
 
+Two options mix in the rest of what a run does: `flaky` makes each layer's first work
+node fail its first attempt (a retry), `sub` makes each layer's second work node run a
+small sub-agent (a child run of this agent) and add its result.
+
 `TETHER_FAULTS_DIE_IN_HANDLER=N` SIGKILLs the process in the Nth handler, after its side
 effect is durable and before its record is appended.
 """
@@ -21,7 +25,7 @@ from typing import Any
 
 import asyncpg
 
-from tether import Context, Node, NodeResult, Registry, Spawn, StoreUnavailable
+from tether import Context, Node, NodeResult, Registry, Retry, Spawn, StoreUnavailable
 from tether.ids import ROOT_ID, child_id
 
 agent = Registry("tests.faults.agent:agent", entry="root")
@@ -44,7 +48,15 @@ def value(seed: int, *parts: Any) -> int:
 def expected(input: dict[str, Any]) -> int:
     """The result of an uninterrupted run."""
     seed, width, depth = input["seed"], input["width"], input["depth"]
-    return sum(value(seed, level, i) for level in range(depth) for i in range(width))
+    total = sum(value(seed, level, i) for level in range(depth) for i in range(width))
+    if input.get("sub") and width > 1:
+        total += sum(expected(sub_input(input, level)) for level in range(depth))
+    return total
+
+
+def sub_input(input: dict[str, Any], level: int) -> dict[str, Any]:
+    """The input of the sub-agent that work node 1 of `level` runs."""
+    return {"seed": value(input["seed"], level, "sub"), "width": 2, "depth": 1, "delay": 0.0}
 
 
 def node_ids(input: dict[str, Any]) -> set[str]:
@@ -59,6 +71,7 @@ def node_ids(input: dict[str, Any]) -> set[str]:
 
 def _layer(input: dict[str, Any], level: int, prev: int) -> list[Spawn]:
     base = {k: input[k] for k in ("seed", "width", "depth", "delay")}
+    base.update(flaky=input.get("flaky", False), sub=input.get("sub", False))
     width = input["width"]
     spawn = [Spawn("work", {**base, "level": level, "i": i}, key=f"w{i}") for i in range(width)]
     join = {**base, "level": level, "prev": prev}
@@ -115,10 +128,17 @@ async def root(ctx: Context, node: Node) -> NodeResult:
     return NodeResult(0, spawn=_layer(node.input, 0, 0))
 
 
-@agent.node("work")
+@agent.node("work", retry=Retry(attempts=3, backoff=0.01))
 async def work(ctx: Context, node: Node) -> int:
+    i, level = node.input["i"], node.input["level"]
+    if node.input.get("flaky") and i == 0 and ctx.attempt == 1:
+        # Before the side effect: a failed attempt leaves no trace but the retry.
+        raise RuntimeError("flaky: the first attempt fails")
     await _step(ctx, node.input["delay"])
-    return value(node.input["seed"], node.input["level"], node.input["i"])
+    out = value(node.input["seed"], level, i)
+    if node.input.get("sub") and i == 1:
+        out += await ctx.run_child(agent, sub_input(node.input, level), key="sub")
+    return out
 
 
 @agent.node("join")

@@ -34,10 +34,14 @@ REPO_ROOT = str(Path(__file__).resolve().parents[2])
 # append holds the runs row FOR SHARE for the whole statement, so that epoch cannot move
 # between the fence check and this trigger: it is the epoch the append was admitted at.
 AUDIT_SQL = """
-CREATE TABLE log_audit (run_id text, seq bigint, epoch bigint, PRIMARY KEY (run_id, seq));
+CREATE TABLE log_audit (
+    run_id text, seq bigint, epoch bigint, at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (run_id, seq)
+);
 CREATE FUNCTION audit_append() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO log_audit SELECT NEW.run_id, NEW.seq, epoch FROM runs WHERE run_id = NEW.run_id;
+    INSERT INTO log_audit (run_id, seq, epoch)
+        SELECT NEW.run_id, NEW.seq, epoch FROM runs WHERE run_id = NEW.run_id;
     RETURN NEW;
 END $$;
 CREATE TRIGGER run_log_audit AFTER INSERT ON run_log FOR EACH ROW EXECUTE FUNCTION audit_append();
@@ -178,6 +182,7 @@ class Checked:
     """What a check counted, printed per scenario."""
 
     runs: int = 0
+    children: int = 0
     nodes: int = 0
     executions: int = 0
     reexecuted: int = 0
@@ -188,15 +193,16 @@ class Checked:
 
     def line(self) -> str:
         return (
-            f"{self.runs} runs, {self.nodes} nodes recorded exactly once, {self.executions} "
-            f"executions ({self.reexecuted} re-executions), {self.records} records, "
-            f"{self.resumes} resumptions, max epoch {self.max_epoch}, all admitted at their "
-            f"writer's epoch, results equal the reference, none stuck"
+            f"{self.runs} runs (+{self.children} sub-agent runs), {self.nodes} nodes recorded "
+            f"exactly once, {self.executions} executions ({self.reexecuted} re-executions), "
+            f"{self.records} records, "
+            f"{self.resumes} resumptions, max epoch {self.max_epoch}, no seq gap, all admitted "
+            f"at their writer's epoch, results equal the reference, none stuck"
         )
 
 
 async def check(url: str, inputs: dict[str, dict[str, Any]]) -> Checked:
-    """Every invariant the fault suite promises, for the runs of `inputs`."""
+    """Every invariant the fault suite promises, for the runs of `inputs` and their children."""
     out = Checked()
     rows = {r["run_id"]: r for r in await sql(url, "SELECT run_id, status, reason FROM runs")}
     stuck = [r for r in rows.values() if r["status"] != "succeeded"]
@@ -206,21 +212,33 @@ async def check(url: str, inputs: dict[str, dict[str, Any]]) -> Checked:
         effects[(r["run_id"], r["node_id"])] += 1
         out.by_pid[r["pid"]] += 1
     audit = {(r[0], r[1]): r[2] for r in await sql(url, "SELECT run_id, seq, epoch FROM log_audit")}
+    seqs: dict[str, list[int]] = {}
+    for r in await sql(url, "SELECT run_id, seq FROM run_log ORDER BY run_id, seq"):
+        seqs.setdefault(r[0], []).append(r[1])
+    children = await sql(
+        url, "SELECT run_id FROM runs WHERE parent_run_id = ANY($1::text[])", list(inputs)
+    )
     async with PostgresStore(url, min_size=1, max_size=2) as store:
         runtime = Runtime(store)
-        for run_id, value in inputs.items():
+        for run_id in [*inputs, *(r[0] for r in children)]:
             # load() applies every record: a node recorded twice would fail right here.
             outcome = await runtime.outcome(run_id)
             assert outcome.status.value == "succeeded", (run_id, outcome.reason)
-            assert outcome.result == expected(value), (run_id, outcome.result, expected(value))
+            if run_id in inputs:
+                value = inputs[run_id]
+                assert outcome.result == expected(value), (run_id, outcome.result, expected(value))
+                assert set(outcome.graph.order) == node_ids(value), f"{run_id}: nodes differ"
+                out.runs += 1
+            else:
+                out.children += 1
             recorded = outcome.graph.order
             assert len(recorded) == len(set(recorded)), f"{run_id}: a node recorded twice"
-            assert set(recorded) == node_ids(value), f"{run_id}: recorded nodes differ"
             for node_id in recorded:
                 n = effects[(run_id, node_id)]
                 assert n >= 1, f"{run_id} {node_id}: recorded but never executed"
                 out.executions += n
                 out.reexecuted += n - 1
+            assert seqs[run_id] == list(range(len(seqs[run_id]))), f"{run_id}: a seq gap"
             epoch = 0
             raw = await store.log.read_all(run_id)
             for seq, record in enumerate(decode_log(run_id, raw)):
@@ -235,7 +253,6 @@ async def check(url: str, inputs: dict[str, dict[str, Any]]) -> Checked:
                         f"{run_id} seq {seq}: written by epoch {epoch} but admitted while the "
                         f"run was at epoch {admitted}: a stale append landed"
                     )
-            out.runs += 1
             out.nodes += len(recorded)
             out.records += len(raw)
             out.max_epoch = max(out.max_epoch, epoch)

@@ -17,6 +17,7 @@ from typing import Any
 
 from tests.faults.conftest import drop, new_fault_db
 from tests.faults.harness import Checked, WorkerProc, check, q, submit, sync, wait_all_finished
+from tests.pgcluster import PgCluster
 
 TRIALS = 52
 LANES = 4
@@ -89,29 +90,40 @@ def wait_for(probe: Any, timeout: float) -> None:
         time.sleep(0.02)
 
 
-def lane(template: str, seed: int, trials: range, logs: Path) -> list[dict[str, Any]]:
-    url = new_fault_db(template)
+def lane(
+    cluster: PgCluster, template: str, seed: int, trials: range, logs: Path
+) -> list[dict[str, Any]]:
+    url = new_fault_db(cluster, template)
     try:
         rng = random.Random(f"{seed}-{trials.start}")
         return [trial(url, rng, n, logs) for n in trials]
     finally:
-        drop(url)
+        drop(cluster, url)
 
 
-def test_kill_9_at_random_points(pg_template: str, tmp_path: Path) -> None:
+def test_kill_9_at_random_points(
+    fault_cluster: PgCluster, fault_template: str, tmp_path: Path
+) -> None:
     seed = int(os.environ.get("TETHER_FAULTS_SEED", "7"))
     per_lane = -(-TRIALS // LANES)
     t0 = time.monotonic()
     with ThreadPoolExecutor(LANES) as pool:
         futures = [
-            pool.submit(lane, pg_template, seed, range(i * per_lane, (i + 1) * per_lane), tmp_path)
+            pool.submit(
+                lane,
+                fault_cluster,
+                fault_template,
+                seed,
+                range(i * per_lane, (i + 1) * per_lane),
+                tmp_path,
+            )
             for i in range(LANES)
         ]
         results = [r for f in futures for r in f.result()]
     total = Checked()
     for r in results:
         c: Checked = r["checked"]
-        for name in ("runs", "nodes", "executions", "reexecuted", "records", "resumes"):
+        for name in ("runs", "children", "nodes", "executions", "reexecuted", "records", "resumes"):
             setattr(total, name, getattr(total, name) + getattr(c, name))
         total.max_epoch = max(total.max_epoch, c.max_epoch)
     died = [r for r in results if r["died"]]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import signal
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,8 @@ import pytest
 
 from tests.faults.harness import WorkerProc, check, q, submit, sync, wait_all_finished
 from tests.faults.test_kill import wait_for
+from tests.pgcluster import PgCluster
 from tether.records import decode_log
-
-PG_CTL = ["pg_ctlcluster", "--skip-systemctl-redirect", "15", "main"]
 
 
 def inputs_of(prefix: str, n: int, **shape: Any) -> dict[str, dict[str, Any]]:
@@ -74,11 +72,9 @@ def test_sigterm_during_a_wide_fan_out(fault_db: str, tmp_path: Path) -> None:
     )
 
 
-def pg_ready() -> bool:
-    return subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1"], check=False).returncode == 0
-
-
-def test_postgres_restarts_in_the_middle_of_runs(fault_db: str, tmp_path: Path) -> None:
+def test_postgres_restarts_in_the_middle_of_runs(
+    fault_cluster: PgCluster, fault_db: str, tmp_path: Path
+) -> None:
     url = fault_db
     inputs = inputs_of("pg", 40, width=5, depth=4, delay=0.02)
     workers = [WorkerProc(url, tmp_path, ttl=2).wait_ready() for _ in range(2)]
@@ -86,11 +82,7 @@ def test_postgres_restarts_in_the_middle_of_runs(fault_db: str, tmp_path: Path) 
     wait_for(lambda: count(url, "SELECT count(*) FROM effects") >= 150, 30)
     before = count(url, "SELECT count(*) FROM run_log")
     t0 = time.monotonic()
-    try:
-        subprocess.run([*PG_CTL, "restart"], check=True, timeout=120, capture_output=True)
-    finally:
-        if not pg_ready():  # whatever happened, leave the server up
-            subprocess.run([*PG_CTL, "start"], check=False, timeout=120)
+    fault_cluster.restart()  # the session's private cluster, never the shared server
     restart_s = time.monotonic() - t0
     wait_all_finished(url, 90)
     assert all(w.alive() for w in workers), "a worker died with the database"

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
+from tests.s3server import free_port
 from tether.errors import StaleEpoch, StoreUnavailable
 from tether.store import RunInfo, Status, migrate_url
 from tether.store.postgres import PostgresStore, migrate
@@ -199,3 +201,37 @@ async def test_schema_sql_equals_all_migrations(empty_pg_database: str, pg_datab
     from_migrations = await _schema_of(pg_database)
     assert from_schema["columns"], "schema.sql created no tables"
     assert from_schema == from_migrations
+
+
+async def test_a_multi_host_url_connects_to_the_host_that_accepts_writes(
+    pg_database: str,
+) -> None:
+    # The first host refuses connections (a dead primary); the pool moves on to the next.
+    dead = free_port()
+    parts = urlsplit(pg_database)
+    url = urlunsplit(
+        parts._replace(
+            netloc=f"postgres@127.0.0.1:{dead},{parts.netloc.rpartition('@')[2]}",
+            query="target_session_attrs=read-write",
+        )
+    )
+    async with PostgresStore(url, min_size=1, max_size=2) as store:
+        await store.log.append("multi", [(0, b"zero")])
+        assert await store.log.read("multi") == [(0, b"zero")]
+        # Named with every host, never cut at the first comma.
+        assert store._db.where == f"127.0.0.1:{dead},{parts.hostname}:{parts.port}{parts.path}"
+
+
+async def test_a_statement_past_its_command_timeout_fails_and_the_pool_recovers(
+    pg_database: str,
+) -> None:
+    async with PostgresStore(f"{pg_database}?command_timeout=0.2", max_size=1) as store:
+        with pytest.raises(StoreUnavailable, match="connection lost or refused"):
+            await store._db.fetch("SELECT pg_sleep(30)")
+        # The connection was closed, not left waiting on its cancel; the next call works.
+        assert (await store._db.fetch("SELECT 1"))[0][0] == 1
+
+
+def test_a_command_timeout_that_is_not_a_number_is_named() -> None:
+    with pytest.raises(ValueError, match="command_timeout='soon' is not a number"):
+        PostgresStore("postgresql://127.0.0.1/db?command_timeout=soon")

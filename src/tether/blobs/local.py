@@ -13,12 +13,13 @@ import hashlib
 import os
 import time
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 from tether.blobs.base import BlobInfo, BlobStore, fanout, is_sha256_hex
-from tether.blobs.errors import BlobNotFound
+from tether.blobs.errors import BlobNotFound, BlobStoreUnavailable
 
 CHUNK_SIZE = 1 << 20
 TMP_DIR = ".tmp"
@@ -58,8 +59,24 @@ class LocalBlobStore(BlobStore):
     async def _stored_size(self, sha256: str) -> int | None:
         return await asyncio.to_thread(_file_size, self.path_for(sha256))
 
+    @contextmanager
+    def _writing(self, what: str) -> Iterator[None]:
+        """A write's OS error (disk full, read-only, permissions) as BlobStoreUnavailable.
+
+        The executor pauses a run on a BlobError (the node stays unrecorded, nothing is
+        lost) where a bare OSError would fail the node: the disk is the deployment's
+        problem, not the node's, and the run resumes once it is fixed.
+        """
+        try:
+            yield
+        except OSError as exc:
+            raise BlobStoreUnavailable(
+                f"blob store {self._root}: writing {what} failed: {exc}"
+            ) from exc
+
     async def _put_bytes(self, sha256: str, data: bytes) -> None:
-        await asyncio.to_thread(self._write_whole, sha256, data)
+        with self._writing(f"blob {sha256}"):
+            await asyncio.to_thread(self._write_whole, sha256, data)
 
     def _write_whole(self, sha256: str, data: bytes) -> None:
         tmp, f = self._open_tmp()
@@ -73,6 +90,10 @@ class LocalBlobStore(BlobStore):
             tmp.unlink(missing_ok=True)
 
     async def _put_stream(self, chunks: AsyncIterable[bytes]) -> tuple[str, int]:
+        with self._writing("a streamed blob"):
+            return await self._write_stream(chunks)
+
+    async def _write_stream(self, chunks: AsyncIterable[bytes]) -> tuple[str, int]:
         tmp, f = await asyncio.to_thread(self._open_tmp)
         hasher = hashlib.sha256()
         size = 0
@@ -132,7 +153,8 @@ class LocalBlobStore(BlobStore):
             await asyncio.to_thread(f.close)
 
     async def _touch(self, sha256: str) -> bool:
-        return await asyncio.to_thread(_touch, self.path_for(sha256))
+        with self._writing(f"blob {sha256}"):
+            return await asyncio.to_thread(_touch, self.path_for(sha256))
 
     async def _delete(self, sha256: str) -> None:
         await asyncio.to_thread(self.path_for(sha256).unlink, True)

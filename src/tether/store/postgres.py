@@ -70,7 +70,7 @@ class PostgresStore(Store):
         so each migration is applied once and a caller returns only when the schema is
         current.
         """
-        conn = await self._db.connect_one()
+        conn = await self._db.connect_one(bounded=False)
         try:
             with wrap_errors(self._db.where):
                 async with conn.transaction():

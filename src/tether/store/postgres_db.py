@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -17,22 +18,40 @@ from tether.errors import StoreError, StoreUnavailable
 _UNAVAILABLE_STATES = {"57P01", "57P02", "57P03"}
 
 # Pool options read from the URL's query string; the rest of the query goes to the server.
-POOL_OPTIONS = ("min_size", "max_size")
+POOL_OPTIONS = ("min_size", "max_size", "command_timeout")
+# Seconds a statement may take before the store gives up on its connection. Without a
+# bound, a statement on a connection whose packets are dropped (a network partition: no
+# RST, no FIN) waits for TCP to give up, which takes hours. Replay of a very large run
+# is the slowest statement tether sends; raise it with `?command_timeout=` if needed.
+DEFAULT_COMMAND_TIMEOUT = 30.0
 
 
-def split_url(url: str) -> tuple[str, dict[str, int]]:
+def split_url(url: str) -> tuple[str, dict[str, float]]:
     """Return the DSN without tether's pool options, and those options."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    options = {k: int(v) for k, v in query if k in POOL_OPTIONS}
+    options: dict[str, float] = {}
+    for k, v in query:
+        if k in POOL_OPTIONS:
+            try:
+                options[k] = int(v) if k != "command_timeout" else float(v)
+            except ValueError:
+                raise ValueError(f"postgresql URL: {k}={v!r} is not a number") from None
     rest = [(k, v) for k, v in query if k not in POOL_OPTIONS]
     return urlunsplit(parts._replace(query=urlencode(rest))), options
 
 
 def describe(url: str) -> str:
-    """`host:port/db` of a URL: enough to name it in a message, never the password."""
+    """`host:port/db` of a URL: enough to name it in a message, never the password.
+
+    A multi-host URL (`postgresql://h1:p1,h2:p2/db`, for failover) is named with all
+    its hosts.
+    """
     parts = urlsplit(url)
-    return f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path or '/'}"
+    hosts = parts.netloc.rpartition("@")[2]
+    if "," not in hosts:
+        hosts = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
+    return f"{hosts}{parts.path or '/'}"
 
 
 def is_unavailable(exc: BaseException) -> bool:
@@ -77,14 +96,19 @@ class PgPool:
     def __init__(self, url: str, *, min_size: int | None, max_size: int | None) -> None:
         self.dsn, options = split_url(url)
         self.where = describe(url)
-        self.max_size = max_size or options.get("max_size", 10)
-        self.min_size = min(min_size or options.get("min_size", 1), self.max_size)
+        self.max_size = int(max_size or options.get("max_size", 10))
+        self.min_size = int(min(min_size or options.get("min_size", 1), self.max_size))
+        self.command_timeout = options.get("command_timeout", DEFAULT_COMMAND_TIMEOUT)
         self._pool: asyncpg.Pool | None = None
 
     async def open(self) -> None:
         with wrap_errors(self.where):
             self._pool = await asyncpg.create_pool(
-                self.dsn, min_size=self.min_size, max_size=self.max_size, reset=_keep_session
+                self.dsn,
+                min_size=self.min_size,
+                max_size=self.max_size,
+                reset=_keep_session,
+                command_timeout=self.command_timeout,
             )
 
     async def close(self) -> None:
@@ -101,6 +125,12 @@ class PgPool:
             async with self._pool.acquire() as conn:
                 try:
                     yield conn
+                except (TimeoutError, asyncio.CancelledError):
+                    # The statement's reply may never come (a partition): close the socket
+                    # now, or releasing the connection waits for a cancellation that
+                    # cannot reach the server either. The pool opens a fresh one.
+                    conn.terminate()
+                    raise
                 except asyncpg.InternalClientError as exc:
                     # A server's FATAL (pg_terminate_backend, shutdown) that arrives while
                     # asyncpg is between protocol states surfaces as this; the connection
@@ -117,10 +147,15 @@ class PgPool:
         async with self.connection() as conn:
             return await conn.fetch(sql, *args)
 
-    async def connect_one(self) -> asyncpg.Connection:
-        """A connection outside the pool (migrations hold one for a whole transaction)."""
+    async def connect_one(self, *, bounded: bool = True) -> asyncpg.Connection:
+        """A connection outside the pool (migrations hold one for a whole transaction).
+
+        `bounded=False` leaves its statements without a timeout: a migration of a large
+        table may rightly take longer than any statement on the hot path.
+        """
+        timeout = self.command_timeout if bounded else None
         with wrap_errors(self.where):
-            return await asyncpg.connect(self.dsn)
+            return await asyncpg.connect(self.dsn, command_timeout=timeout)
 
 
 def rowcount(status: str) -> int:
