@@ -123,6 +123,38 @@ class RunNotResumable(TetherError):
     """The run has finished, so it cannot be resumed."""
 
 
+class RunMustPause(TetherError):
+    """A node cannot go on now and must not be recorded: the run pauses with this reason."""
+
+
+class NonDeterministicStep(RunMustPause):
+    """A node's handler asked for a different step than the one recorded at that position.
+
+    The handler's code changed since the steps were recorded (or it is not deterministic):
+    the run pauses, nothing is recorded, and it can resume once the code matches again.
+    """
+
+    def __init__(self, run_id: str, node_id: str, index: int, recorded: str, asked: str) -> None:
+        super().__init__(
+            f"run {run_id} node {node_id}: non-deterministic step {index}: the log recorded "
+            f"step {recorded!r} at this position, the handler now asks for {asked!r}; deploy "
+            "the code that recorded the run to resume it, or start a new run"
+        )
+        self.run_id = run_id
+        self.node_id = node_id
+        self.index = index
+        self.recorded = recorded
+        self.asked = asked
+
+
+class StepBudgetExhausted(RunMustPause):
+    """A budget ran out between two journaled steps of a node."""
+
+
+class StepTimeout(TetherError):
+    """A journaled step ran past its timeout."""
+
+
 class InvalidDuration(TetherError, ValueError):
     """A duration such as `30d` or `12h` could not be read."""
 
