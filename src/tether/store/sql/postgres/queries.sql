@@ -41,8 +41,9 @@ SELECT record FROM run_log WHERE run_id = $1 ORDER BY seq;
 -- Insert a run row and its record at seq 0 in one statement; returns 0 if the id is taken.
 WITH run AS (
     INSERT INTO runs (run_id, agent, status, parent_run_id, reason, created_at, updated_at,
-                      owner, epoch)
-    VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8)
+                      owner, epoch, lease_until)
+    VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8,
+            extract(epoch FROM clock_timestamp()) + $10::double precision)
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id
 ), first AS (
@@ -131,7 +132,9 @@ RETURNING runs.run_id, runs.epoch, runs.cancel_requested;
 
 -- name: renew
 -- Extend the leases of runs still at the epochs the caller claimed them at; returns those.
-UPDATE runs SET lease_until = extract(epoch FROM clock_timestamp()) + $3
+-- A run released meanwhile (its finish) stays released: a late renewal must not lease it.
+UPDATE runs SET lease_until = CASE WHEN runs.lease_until IS NULL THEN NULL
+                                   ELSE extract(epoch FROM clock_timestamp()) + $3 END
 FROM unnest($1::text[], $2::bigint[]) AS held(run_id, epoch)
 WHERE runs.run_id = held.run_id AND runs.epoch = held.epoch
 RETURNING runs.run_id;
@@ -199,6 +202,19 @@ WHERE run_id = $1 AND parent_run_id IS NULL
        OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
   AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp()))
 RETURNING epoch, cancel_requested;
+
+-- name: take_force
+-- Take one named unfinished top-level run for owner $2 at a new epoch whoever holds it (a
+-- takeover): the new epoch fences the old owner's appends and renewals.
+UPDATE runs SET status = 'running', reason = NULL, owner = $2, epoch = runs.epoch + 1,
+       lease_until = extract(epoch FROM clock_timestamp()) + $3,
+       updated_at = extract(epoch FROM clock_timestamp())
+WHERE run_id = $1 AND parent_run_id IS NULL AND status IN ('queued', 'paused', 'running')
+RETURNING epoch, cancel_requested;
+
+-- name: clock
+-- The database's clock, which times leases.
+SELECT extract(epoch FROM clock_timestamp())::double precision;
 
 -- name: request_cancel
 -- Ask for a run to be cancelled, unless it has finished; returns its status then.
