@@ -1,16 +1,32 @@
 """tether: a durable runtime for long-running LLM agents."""
 
 from tether.context import Context
-from tether.core import Budget, Fallback, Handler, Node, NodeResult, Retry, Spawn, Usage
+from tether.core import (
+    Budget,
+    Event,
+    Fallback,
+    Handler,
+    Node,
+    NodeResult,
+    Retry,
+    Sleep,
+    Spawn,
+    Usage,
+    Wait,
+)
+from tether.delivery import Delivered
 from tether.errors import (
+    BadEventPayload,
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
     CorruptRecord,
+    EventRefused,
     InvalidSpawn,
     NodeTimeout,
     OutputNotSerializable,
     RecordTooLarge,
+    RunBusy,
     RunExists,
     RunNotResumable,
     StaleEpoch,
@@ -20,6 +36,8 @@ from tether.errors import (
     UnknownAgent,
     UnknownNodeKind,
     UnknownRun,
+    UnknownWait,
+    WaitCompleted,
 )
 from tether.executor import Outcome
 from tether.graph import Graph
@@ -30,12 +48,16 @@ from tether.store import RunInfo, Status, Store, store_from_url
 __version__ = "0.1.0"
 
 __all__ = [
+    "BadEventPayload",
     "Budget",
     "ChildFailed",
     "ChildPaused",
     "ConflictingRecord",
     "Context",
     "CorruptRecord",
+    "Delivered",
+    "Event",
+    "EventRefused",
     "Fallback",
     "Graph",
     "Handler",
@@ -48,10 +70,12 @@ __all__ = [
     "RecordTooLarge",
     "Registry",
     "Retry",
+    "RunBusy",
     "RunExists",
     "RunInfo",
     "RunNotResumable",
     "Runtime",
+    "Sleep",
     "Spawn",
     "StaleEpoch",
     "Status",
@@ -62,7 +86,10 @@ __all__ = [
     "UnknownAgent",
     "UnknownNodeKind",
     "UnknownRun",
+    "UnknownWait",
     "Usage",
+    "Wait",
+    "WaitCompleted",
     "resolve_agent",
     "store_from_url",
 ]

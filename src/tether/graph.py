@@ -14,6 +14,7 @@ from tether.records import (
     NodeSpec,
     Record,
     RunStarted,
+    WaitSpec,
     body_of,
 )
 from tether.status import Status
@@ -29,6 +30,21 @@ class NodeState:
     waiting: int
     completed: NodeCompleted | None = None
     failed: NodeFailed | None = None
+    # A wait node: an event or its deadline completes it, never a handler.
+    is_wait: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWait:
+    """A wait whose parents are recorded and that no event or deadline completed yet."""
+
+    key: str
+    node_id: str
+    spec: WaitSpec
+
+    @property
+    def deadline_us(self) -> int:
+        return self.spec.deadline_us
 
 
 class Graph:
@@ -43,6 +59,10 @@ class Graph:
         self.completed_count = 0
         self.order: list[str] = []  # node ids in the order they were recorded
         self._waiters: dict[str, list[str]] = {}
+        # Every wait node of the run by key (keys are unique within a run), and the ids of
+        # those open now: parents recorded, not completed (they are never `ready`).
+        self.waits: dict[str, str] = {}
+        self.open_waits: dict[str, None] = {}
         self.limits = BudgetLimits()
         self.tokens_in = 0
         self.tokens_out = 0
@@ -72,6 +92,21 @@ class Graph:
     @property
     def tokens(self) -> int:
         return self.tokens_in + self.tokens_out
+
+    def pending_waits(self) -> list[PendingWait]:
+        """The open waits, in the order they opened."""
+        nodes = self.nodes
+        return [
+            PendingWait(nodes[nid].spec.wait.key, nid, nodes[nid].spec.wait)
+            for nid in self.open_waits
+        ]
+
+    def wake_at_us(self) -> int:
+        """The earliest deadline of the open waits (µs since the epoch); 0 if none has one."""
+        deadlines = [
+            d for nid in self.open_waits if (d := self.nodes[nid].spec.wait.deadline_us) > 0
+        ]
+        return min(deadlines, default=0)
 
     def wall_ms(self, at_us: int | None = None) -> int:
         """Active wall time of the run: its sessions' durations summed, up to `at_us`."""
@@ -110,16 +145,18 @@ class Graph:
         match body:
             case "node_completed":
                 nc = record.node_completed
-                self._check_completed(nc.node_id, _unpack(nc.spawned))
+                self._check_completed(nc.node_id, _unpack(nc.spawned), nc)
             case "node_failed":
                 if record.node_failed.node_id not in self.nodes:
                     raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
-            case "run_paused" | "run_resumed" | "run_finished":
+            case "run_paused" | "run_resumed" | "run_finished" | "run_waiting":
                 pass
             case _:
                 assert_never(body)
 
-    def _check_completed(self, nid: str, spawned: list[_Spawned]) -> None:
+    def _check_completed(
+        self, nid: str, spawned: list[_Spawned], nc: NodeCompleted | None = None
+    ) -> None:
         state = self.nodes.get(nid)
         if state is None:
             raise GraphError(f"completes node {nid}, which was never spawned")
@@ -127,14 +164,27 @@ class Graph:
             raise GraphError(f"records node {nid} a second time")
         if state.waiting:
             raise GraphError(f"completes node {nid} before its parents")
+        if state.is_wait:
+            if nc is None or nc.wait.key != state.spec.wait.key:
+                raise GraphError(f"completes wait {state.spec.wait.key!r} without its event")
+            if state.spec.wait.timer_only and not nc.wait.timed_out:
+                raise GraphError(f"completes sleep {state.spec.wait.key!r} by an event")
         nodes = self.nodes
         new: set[str] = set()
-        for _, sid, parents in spawned:
+        keys: set[str] = set()
+        for spec, sid, parents, is_wait in spawned:
             if sid in nodes or sid in new:
                 raise GraphError(f"spawns node {sid}, which already exists")
             for parent in parents:
                 if parent != nid and parent not in nodes and parent not in new:
                     raise GraphError(f"spawns {sid} after unknown node {parent}")
+            if is_wait:
+                key = spec.wait.key
+                if not key:
+                    raise GraphError(f"spawns wait {sid} without a key")
+                if key in self.waits or key in keys:
+                    raise GraphError(f"spawns a second wait with key {key!r} in this run")
+                keys.add(key)
             new.add(sid)
 
     def apply(self, record: Record, *, checked: bool = False) -> list[str]:
@@ -149,7 +199,7 @@ class Graph:
             if not checked:
                 if self.started is None:
                     raise GraphError("is a node_completed before run_started")
-                self._check_completed(nid, spawned)
+                self._check_completed(nid, spawned, nc)
             self.next_seq += 1
             at = record.at_us
             if at > self.last_at_us:
@@ -174,11 +224,16 @@ class Graph:
             case "run_paused":
                 self._close_session(at)
                 self.status, self.reason = Status.PAUSED, record.run_paused.reason
+            case "run_waiting":
+                self._close_session(at)
+                keys = ", ".join(record.run_waiting.keys)
+                self.status, self.reason = Status.WAITING, f"waiting for {keys}"[:500]
             case "run_resumed":
                 if record.run_resumed.HasField("limits"):
                     self.limits = record.run_resumed.limits
                 # After a crash no pause was recorded: the session ended with its last record.
                 self._close_session(previous_at if self.status is Status.RUNNING else at)
+                self.reason = ""
                 self._open_session(at)
             case "run_finished":
                 self._close_session(at)
@@ -201,10 +256,13 @@ class Graph:
         self.status = Status.PAUSED
 
     def _complete(self, nc: NodeCompleted, nid: str, spawned: list[_Spawned]) -> list[str]:
-        self.nodes[nid].completed = nc
+        state = self.nodes[nid]
+        state.completed = nc
         self.completed_count += 1
         self.order.append(nid)
         self.ready.pop(nid, None)
+        if state.is_wait:
+            self.open_waits.pop(nid, None)
         used = nc.used
         self.tokens_in += used.tokens_in
         self.tokens_out += used.tokens_out
@@ -214,33 +272,40 @@ class Graph:
             self.result_node = nid
         became: list[str] = []
         for child in self._waiters.pop(nid, ()):
-            state = self.nodes[child]
-            state.waiting -= 1
-            if state.waiting == 0:
-                self.ready[child] = None
-                became.append(child)
+            child_state = self.nodes[child]
+            child_state.waiting -= 1
+            if child_state.waiting == 0:
+                if child_state.is_wait:
+                    self.open_waits[child] = None
+                else:
+                    self.ready[child] = None
+                    became.append(child)
         return became + self._add(spawned) if spawned else became
 
     def _add(self, spawned: list[_Spawned]) -> list[str]:
         became: list[str] = []
         nodes = self.nodes
-        for spec, sid, parents in spawned:
+        for spec, sid, parents, is_wait in spawned:
             waiting = 0
             for parent in parents:
                 p = nodes.get(parent)
                 if p is None or p.completed is None:
                     waiting += 1
                     self._waiters.setdefault(parent, []).append(sid)
-            nodes[sid] = NodeState(spec, waiting)
-            if waiting == 0:
+            nodes[sid] = NodeState(spec, waiting, is_wait=is_wait)
+            if is_wait:
+                self.waits[spec.wait.key] = sid
+                if waiting == 0:
+                    self.open_waits[sid] = None
+            elif waiting == 0:
                 self.ready[sid] = None
                 became.append(sid)
         return became
 
 
-# A spawned spec with the two fields the graph reads, read once.
-_Spawned = tuple[NodeSpec, str, list[str]]
+# A spawned spec with the fields the graph reads, read once: spec, id, parents, is a wait.
+_Spawned = tuple[NodeSpec, str, list[str], bool]
 
 
 def _unpack(specs: Iterable[NodeSpec]) -> list[_Spawned]:
-    return [(spec, spec.node_id, list(spec.parent_ids)) for spec in specs]
+    return [(spec, spec.node_id, list(spec.parent_ids), spec.HasField("wait")) for spec in specs]

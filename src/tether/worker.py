@@ -17,6 +17,7 @@ from typing import Any
 
 from tether import faults
 from tether.errors import StaleEpoch, StoreUnavailable
+from tether.executor import wake_at_of
 from tether.runtime import Runtime
 from tether.store.base import Claim, Status
 
@@ -101,10 +102,22 @@ class Worker:
                 self._renewed[claim.run_id] = sent
                 self._tasks[claim.run_id] = tg.create_task(self._execute(claim))
             if free > 0 and len(claims) < free:
-                await self._until_stopped(self.leases.wait_for_work(self.poll))
+                await self._until_stopped(self.leases.wait_for_work(await self._idle_wait()))
             else:
                 self._slot_freed.clear()
                 await self._until_stopped(self._slot_freed.wait())
+
+    async def _idle_wait(self) -> float:
+        """How long an idle worker waits for a NOTIFY: its poll, or less when a parked run's
+        deadline comes sooner (timers are not polled for; they are waited for)."""
+        try:
+            due_in = await self.leases.next_wake()
+        except StoreUnavailable:
+            return self.poll
+        if due_in is None:
+            return self.poll
+        # Not zero when due: a due run another worker is claiming right now is locked.
+        return min(self.poll, max(0.005, due_in))
 
     async def _until_stopped(self, aw: Awaitable[Any]) -> None:
         """Await `aw`, or stop waiting as soon as a drain begins."""
@@ -132,6 +145,7 @@ class Worker:
         run_id, epoch = claim.run_id, claim.epoch
         status: Status | None = None
         reason: str | None = None
+        wake_at: float | None = None
         try:
             graph = await self.runtime.load(run_id)
             if graph.finished is not None:
@@ -144,6 +158,8 @@ class Worker:
             else:
                 outcome = await self.runtime.continue_graph(graph, epoch=epoch)
                 status, reason = outcome.status, outcome.reason or None
+                if status is Status.WAITING:
+                    wake_at = wake_at_of(outcome.graph)
         except StaleEpoch:
             log.warning(
                 "run %s: fenced off, epoch %d is stale (another worker claimed the run); "
@@ -160,14 +176,18 @@ class Worker:
             log.exception("run %s: execution failed", run_id)
             status, reason = Status.FAILED, f"worker error: {type(exc).__name__}: {exc}"
         if status is not None:
-            await self._release(claim, status, reason)
+            await self._release(claim, status, reason, wake_at)
 
-    async def _release(self, claim: Claim, status: Status, reason: str | None) -> None:
+    async def _release(
+        self, claim: Claim, status: Status, reason: str | None, wake_at: float | None = None
+    ) -> None:
         faults.hit("before_release")
         delay, give_up = 0.05, time.monotonic() + self.runtime.store_retry_s
         while True:
             try:
-                released = await self.leases.release(claim.run_id, claim.epoch, status, reason)
+                released = await self.leases.release(
+                    claim.run_id, claim.epoch, status, reason, wake_at=wake_at
+                )
                 break
             except StoreUnavailable as exc:
                 if time.monotonic() > give_up:

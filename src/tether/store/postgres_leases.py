@@ -39,9 +39,15 @@ class PostgresLeases(Leases):
         return [run_id for run_id in ids if run_id not in kept]
 
     async def release(
-        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+        self,
+        run_id: str,
+        epoch: int,
+        status: Status,
+        reason: str | None = None,
+        *,
+        wake_at: float | None = None,
     ) -> bool:
-        rows = await self._db.fetch(Q["release"], run_id, epoch, status.value, reason)
+        rows = await self._db.fetch(Q["release"], run_id, epoch, status.value, reason, wake_at)
         return bool(rows[0][0])
 
     async def adopt_child(
@@ -68,6 +74,10 @@ class PostgresLeases(Leases):
             Q["cancels_asked"], [c.run_id for c in held], [c.epoch for c in held]
         )
         return [row[0] for row in rows]
+
+    async def next_wake(self) -> float | None:
+        rows = await self._db.fetch(Q["next_wake"])
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
 
     async def notify(self) -> None:
         await self._db.execute(Q["notify"])

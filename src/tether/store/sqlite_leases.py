@@ -51,9 +51,15 @@ class SqliteLeases(Leases):
         return await self._db.call(lambda: self._db.transaction(work))
 
     async def release(
-        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+        self,
+        run_id: str,
+        epoch: int,
+        status: Status,
+        reason: str | None = None,
+        *,
+        wake_at: float | None = None,
     ) -> bool:
-        args = (status.value, reason, time.time(), run_id, epoch)
+        args = (status.value, reason, time.time(), wake_at, run_id, epoch)
         done = await self._db.call(lambda: self._db.conn.execute(Q["release"], args).rowcount)
         return done == 1
 
@@ -103,6 +109,10 @@ class SqliteLeases(Leases):
             return asked
 
         return await self._db.call(lambda: work(self._db.conn))
+
+    async def next_wake(self) -> float | None:
+        row = await self._db.call(lambda: self._db.conn.execute(Q["next_wake"]).fetchone())
+        return None if row is None or row[0] is None else float(row[0]) - time.time()
 
     async def notify(self) -> None:
         self._woken.set()
