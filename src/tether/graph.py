@@ -9,11 +9,13 @@ from typing import assert_never
 from tether.records import (
     Body,
     BudgetLimits,
+    BudgetUsed,
     NodeCompleted,
     NodeFailed,
     NodeSpec,
     Record,
     RunStarted,
+    StepRecorded,
     WaitSpec,
     body_of,
 )
@@ -30,6 +32,8 @@ class NodeState:
     waiting: int
     completed: NodeCompleted | None = None
     failed: NodeFailed | None = None
+    # Journaled steps recorded by the node's handler, by position (None: none yet).
+    steps: dict[int, StepRecorded] | None = None
     # A wait node: an event or its deadline completes it, never a handler.
     is_wait: bool = False
 
@@ -149,6 +153,8 @@ class Graph:
             case "node_failed":
                 if record.node_failed.node_id not in self.nodes:
                     raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
+            case "step_recorded":
+                self._check_step(record.step_recorded)
             case "run_paused" | "run_resumed" | "run_finished" | "run_waiting":
                 pass
             case _:
@@ -187,6 +193,15 @@ class Graph:
                 keys.add(key)
             new.add(sid)
 
+    def _check_step(self, sr: StepRecorded) -> None:
+        state = self.nodes.get(sr.node_id)
+        if state is None:
+            raise GraphError(f"records step {sr.index} of node {sr.node_id}, never spawned")
+        if state.completed is not None or state.waiting:
+            raise GraphError(f"records step {sr.index} of node {sr.node_id}, which is not running")
+        if state.steps is not None and sr.index in state.steps:
+            raise GraphError(f"records step {sr.index} of node {sr.node_id} a second time")
+
     def apply(self, record: Record, *, checked: bool = False) -> list[str]:
         """Apply one record; return the ids of nodes that became ready."""
         body: Body | None = record.WhichOneof("body")  # body_of, without a call: the hot path
@@ -221,6 +236,13 @@ class Graph:
                 return self._add(_unpack(rs.roots))
             case "node_failed":
                 self.nodes[record.node_failed.node_id].failed = record.node_failed
+            case "step_recorded":
+                sr = record.step_recorded
+                state = self.nodes[sr.node_id]
+                if state.steps is None:
+                    state.steps = {}
+                state.steps[sr.index] = sr
+                self._count(sr.used)
             case "run_paused":
                 self._close_session(at)
                 self.status, self.reason = Status.PAUSED, record.run_paused.reason
@@ -263,7 +285,7 @@ class Graph:
         self.ready.pop(nid, None)
         if state.is_wait:
             self.open_waits.pop(nid, None)
-        used = nc.used
+        used = nc.used  # inline, not _count: the replay hot path
         self.tokens_in += used.tokens_in
         self.tokens_out += used.tokens_out
         self.cost += used.cost
@@ -281,6 +303,12 @@ class Graph:
                     self.ready[child] = None
                     became.append(child)
         return became + self._add(spawned) if spawned else became
+
+    def _count(self, used: BudgetUsed) -> None:
+        self.tokens_in += used.tokens_in
+        self.tokens_out += used.tokens_out
+        self.cost += used.cost
+        self.model_calls += used.model_calls
 
     def _add(self, spawned: list[_Spawned]) -> list[str]:
         became: list[str] = []

@@ -27,6 +27,7 @@ RunFinished = pb.RunFinished
 RunWaiting = pb.RunWaiting
 WaitSpec = pb.WaitSpec
 WaitOutcome = pb.WaitOutcome
+StepRecorded = pb.StepRecorded
 RunStatus = pb.RunStatus
 Value = pb.Value
 BudgetLimits = pb.BudgetLimits
@@ -44,6 +45,7 @@ Body = Literal[
     "run_paused",
     "run_resumed",
     "run_finished",
+    "step_recorded",
     "run_waiting",
 ]
 
@@ -151,6 +153,31 @@ def run_waiting(keys: Iterable[str], wake_at_us: int) -> pb.Record:
     return pb.Record(at_us=now_us(), run_waiting=pb.RunWaiting(keys=keys, wake_at_us=wake_at_us))
 
 
+def step_recorded(
+    node_id: str,
+    index: int,
+    name: str,
+    *,
+    output: pb.Value,
+    used: pb.BudgetUsed,
+    attempt: int,
+    started_at_us: int,
+) -> pb.Record:
+    """A journaled step of a node, recorded: its position, name, result and what it used."""
+    finished_at_us = now_us()
+    step = pb.StepRecorded(
+        node_id=node_id,
+        index=index,
+        name=name,
+        output=output,
+        used=used,
+        attempt=attempt,
+        started_at_us=started_at_us,
+        finished_at_us=finished_at_us,
+    )
+    return pb.Record(at_us=finished_at_us, step_recorded=step)
+
+
 def run_paused(reason: str) -> pb.Record:
     """The run stopped launching nodes and has none in flight."""
     return pb.Record(at_us=now_us(), run_paused=pb.RunPaused(reason=reason))
@@ -243,6 +270,9 @@ def blob_refs(record: pb.Record) -> Iterator[tuple[str, pb.BlobRef]]:
                 yield f"attachment of node {nc.node_id}", ref
         case "run_finished":
             yield from _value_ref("run result", record.run_finished.result)
+        case "step_recorded":
+            sr = record.step_recorded
+            yield from _value_ref(f"output of step {sr.index} of node {sr.node_id}", sr.output)
         case "node_failed" | "run_paused" | "run_resumed" | "run_waiting" | None:
             pass  # no values
         case _:

@@ -33,3 +33,8 @@ CREATE INDEX runs_claim_idx ON runs (created_at)
 -- Waking parked runs: due deadlines first.
 CREATE INDEX runs_wake_idx ON runs (wake_at)
     WHERE parent_run_id IS NULL AND status = 'waiting';
+
+-- Retention: children by their parent, expired runs by when they finished.
+CREATE INDEX runs_parent_idx ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
+CREATE INDEX runs_finished_idx ON runs (updated_at, run_id)
+    WHERE parent_run_id IS NULL AND status IN ('succeeded', 'failed', 'cancelled');
