@@ -239,7 +239,7 @@ class RunExecutor:
     # -- one node --------------------------------------------------------------
 
     async def _run_node(self, node_id: str) -> list[tuple[Record, bytes]]:
-        spec = self.graph.nodes[node_id].spec
+        spec = self.graph.spec(node_id)
         try:
             handler = self.registry.get(spec.kind)
         except UnknownNodeKind as exc:

@@ -180,11 +180,13 @@ class Runtime:
         if not rows:
             raise UnknownRun(run_id)
         graph = Graph(run_id)
-        for seq, record in enumerate(decode_log(run_id, rows)):
-            try:
-                graph.apply(record)
-            except GraphError as exc:
-                raise CorruptRecord(run_id, seq, str(exc)) from None
+        apply = graph.apply
+        try:
+            for record in decode_log(run_id, rows):
+                apply(record)
+        except GraphError as exc:
+            # A record that does not fit is not applied: next_seq is its seq.
+            raise CorruptRecord(run_id, graph.next_seq, str(exc)) from None
         return graph
 
     # -- executing ---------------------------------------------------------------
