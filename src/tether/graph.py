@@ -9,11 +9,13 @@ from typing import assert_never
 from tether.records import (
     Body,
     BudgetLimits,
+    BudgetUsed,
     NodeCompleted,
     NodeFailed,
     NodeSpec,
     Record,
     RunStarted,
+    StepRecorded,
     body_of,
 )
 from tether.status import Status
@@ -31,6 +33,8 @@ class NodeState:
     waiting: int
     completed: NodeCompleted | None = None
     failed: NodeFailed | None = None
+    # Journaled steps recorded by the node's handler, by position (None: none yet).
+    steps: dict[int, StepRecorded] | None = None
 
 
 class NodesView(Mapping[str, NodeState]):
@@ -52,6 +56,7 @@ class NodesView(Mapping[str, NodeState]):
             g._waiting.get(node_id, 0),
             g._done.get(node_id),
             g._failed.get(node_id),
+            g._steps.get(node_id),
         )
 
     def __contains__(self, node_id: object) -> bool:
@@ -76,6 +81,8 @@ class Graph:
         self._done: dict[str, NodeCompleted] = {}
         self._failed: dict[str, NodeFailed] = {}
         self._waiting: dict[str, int] = {}
+        # Journaled steps recorded by running nodes, by node id, then position.
+        self._steps: dict[str, dict[int, StepRecorded]] = {}
         self.nodes = NodesView(self)
         # Ordered set of ready node ids (insertion order is launch order).
         self.ready: dict[str, None] = {}
@@ -168,6 +175,8 @@ class Graph:
             case "node_failed":
                 if record.node_failed.node_id not in self._specs:
                     raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
+            case "step_recorded":
+                self._check_step(record.step_recorded)
             case "run_paused" | "run_resumed" | "run_finished":
                 pass
             case _:
@@ -193,6 +202,15 @@ class Graph:
                 if parent != nid and parent not in nodes and parent not in new:
                     raise GraphError(f"spawns {sid} after unknown node {parent}")
             new.add(sid)
+
+    def _check_step(self, sr: StepRecorded) -> None:
+        state = self.nodes.get(sr.node_id)
+        if state is None:
+            raise GraphError(f"records step {sr.index} of node {sr.node_id}, never spawned")
+        if state.completed is not None or state.waiting:
+            raise GraphError(f"records step {sr.index} of node {sr.node_id}, which is not running")
+        if state.steps is not None and sr.index in state.steps:
+            raise GraphError(f"records step {sr.index} of node {sr.node_id} a second time")
 
     def apply(self, record: Record, *, checked: bool = False) -> list[str]:
         """Apply one record; return the ids of nodes that became ready."""
@@ -265,6 +283,10 @@ class Graph:
                 return self._add(_unpack(rs.roots))
             case "node_failed":
                 self._failed[record.node_failed.node_id] = record.node_failed
+            case "step_recorded":
+                sr = record.step_recorded
+                self._steps.setdefault(sr.node_id, {})[sr.index] = sr
+                self._count(sr.used)
             case "run_paused":
                 self._close_session(at)
                 self.status, self.reason = Status.PAUSED, record.run_paused.reason
@@ -305,6 +327,12 @@ class Graph:
                 del waiting[child]
                 self.ready[child] = None
                 became.append(child)
+
+    def _count(self, used: BudgetUsed) -> None:
+        self.tokens_in += used.tokens_in
+        self.tokens_out += used.tokens_out
+        self.cost += used.cost
+        self.model_calls += used.model_calls
 
     def _add(self, spawned: list[_Spawned], done: str = "") -> list[str]:
         """Add spawned nodes (`done`: the node spawning them, completed already)."""

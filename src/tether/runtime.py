@@ -269,6 +269,7 @@ class Runtime:
             graph = await self.load(run_id)
             fresh = False
         if graph.finished is not None:
+            await self._settle_child_row(parent, graph)
             outcome = await self._read_outcome(graph)
         elif parent.epoch is not None:
             # A worker owns the parent: the child gets an epoch of its own, taken only while
@@ -290,6 +291,26 @@ class Runtime:
             raise ChildFailed(run_id, outcome.reason)
         g = outcome.graph
         return outcome.result, Usage(g.tokens_in, g.tokens_out, g.cost, g.model_calls)
+
+    async def _settle_child_row(self, parent: RunExecutor, graph: Graph) -> None:
+        """Give a finished child's row the status its log ends with, if it does not have it.
+
+        A crash after the child's last record was appended and before its row was updated
+        leaves the row `running`, owned by a dead process; nothing else ever revisits a
+        child row, so the parent's node that reads the child back settles it. Under a
+        worker, at a child epoch taken while the parent's epoch is current, as every other
+        write of a child is.
+        """
+        info = await self.store.runs.get(graph.run_id)
+        if info is None or info.status is graph.status:
+            return
+        epoch = None
+        if parent.epoch is not None:
+            epoch = await self.store.leases.adopt_child(
+                graph.run_id, self.owner, parent.graph.run_id, parent.epoch
+            )
+        reason = graph.reason or None
+        await self.store.runs.set_status(graph.run_id, graph.status, reason=reason, epoch=epoch)
 
     async def _read_outcome(self, graph: Graph) -> Outcome:
         status = graph.status

@@ -16,7 +16,8 @@ from collections.abc import Awaitable
 from typing import Any
 
 from tether import faults
-from tether.errors import StaleEpoch, StoreUnavailable
+from tether.errors import StaleEpoch, StoreError, StoreUnavailable
+from tether.ops.retention import retention_pass
 from tether.runtime import Runtime
 from tether.store.base import Claim, Status
 
@@ -25,6 +26,8 @@ log = logging.getLogger("tether.worker")
 DEFAULT_LEASE_TTL = 5.0
 # How often an idle worker looks for expired leases (nothing NOTIFYs when a lease runs out).
 DEFAULT_POLL = 1.0
+# How often a worker with `retain` set tries a retention pass.
+DEFAULT_RETAIN_EVERY = 600.0
 
 
 class Worker:
@@ -37,15 +40,22 @@ class Worker:
         concurrency: int = 16,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         poll: float = DEFAULT_POLL,
+        retain: float | None = None,
+        retain_every: float = DEFAULT_RETAIN_EVERY,
     ) -> None:
         if lease_ttl <= 0 or concurrency <= 0:
             raise ValueError("lease_ttl and concurrency must be positive")
+        if (retain is not None and retain <= 0) or retain_every <= 0:
+            raise ValueError("retain and retain_every must be positive")
         self.runtime = runtime
         self.leases = runtime.store.leases
         self.owner = runtime.owner
         self.concurrency = concurrency
         self.lease_ttl = lease_ttl
         self.poll = poll
+        # Prune runs finished longer ago than this, every `retain_every` seconds.
+        self.retain = retain
+        self.retain_every = retain_every
         self.stopping = asyncio.Event()
         self.counts: Counter[str] = Counter()
         self._held: dict[str, Claim] = {}
@@ -69,12 +79,45 @@ class Worker:
         """Work until stop(); return once every held run is released (or was fenced off)."""
         async with asyncio.TaskGroup() as tg:
             beat = tg.create_task(self._heartbeat())
+            retain = tg.create_task(self._retain()) if self.retain is not None else None
             await self._claim_loop(tg)
             log.info("%s: draining %d runs", self.owner, len(self._tasks))
             while self._tasks:
                 await asyncio.wait(list(self._tasks.values()))
             beat.cancel()
+            if retain is not None:
+                retain.cancel()
         log.info("%s: stopped %s", self.owner, self.statistics())
+
+    async def _retain(self) -> None:
+        # Replicas take turns through the store's advisory lock; one that finds it taken
+        # tries again next time. A store error only costs this pass.
+        assert self.retain is not None
+        while not self.stopping.is_set():
+            try:
+                report = await retention_pass(self.runtime.store, older_than=self.retain)
+            except StoreError as exc:
+                log.warning(
+                    "%s: retention pass failed (%s); next in %.0fs",
+                    self.owner,
+                    exc,
+                    self.retain_every,
+                )
+            else:
+                if report is None:
+                    log.info("%s: retention: another worker holds the lock", self.owner)
+                else:
+                    self.counts["retention_passes"] += 1
+                    self.counts["pruned"] += report.runs
+                    log.info(
+                        "%s: retention pruned %d runs (+%d sub-agent runs, %d log rows) in %.2fs",
+                        self.owner,
+                        report.runs,
+                        report.child_runs,
+                        report.rows,
+                        report.seconds,
+                    )
+            await self._until_stopped(asyncio.sleep(self.retain_every))
 
     # -- claiming ----------------------------------------------------------------
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tether.status import Status as Status  # re-exported: stores speak of run status
+
+if TYPE_CHECKING:
+    from tether.store.retention import Retention
 
 # The reason of a run paused by a drain (SIGTERM): such a run is runnable again at once,
 # unlike one paused for its budget, which waits for an explicit resume.
@@ -185,12 +189,13 @@ class Leases(ABC):
 
 
 class Store(ABC):
-    """A backend: the log, the runs table and the leases over one database."""
+    """A backend: the log, the runs table, the leases and retention over one database."""
 
     url: str
     log: LogStore
     runs: RunTable
     leases: Leases
+    retention: Retention
 
     @abstractmethod
     async def open(self) -> None:

@@ -15,6 +15,7 @@ from tether.store.base import LogStore, RunInfo, RunTable, Status, Store
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.queries import load_migrations, load_queries
 from tether.store.sqlite_leases import SqliteLeases
+from tether.store.sqlite_retention import SqliteRetention
 
 T = TypeVar("T")
 Q = load_queries("sqlite")
@@ -213,6 +214,7 @@ class SqliteStore(Store):
         self.log = SqliteLog(self._db)
         self.runs = SqliteRuns(self._db)
         self.leases = SqliteLeases(self._db)
+        self.retention = SqliteRetention(self._db, _info)
 
     async def open(self) -> None:
         await self._db.open()
