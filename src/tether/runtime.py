@@ -126,12 +126,9 @@ class Runtime:
                 raise RunNotResumable(f"run {run_id} has finished ({graph.status}); cannot cancel")
             record = run_finished(Status.CANCELLED, error="cancelled by request")
             try:
-                await self.writer.write(graph, record, epoch=epoch)
+                await self.writer.finish(graph, record, epoch=epoch)
             except ConflictingRecord:
                 continue  # a record landed at that seq meanwhile: read the log again
-            await self.store.runs.set_status(
-                run_id, Status.CANCELLED, reason=graph.reason, epoch=epoch
-            )
             return await self._read_outcome(graph)
         raise RunNotResumable(f"run {run_id} keeps growing while not owned here; cannot cancel")
 
