@@ -178,6 +178,11 @@ def step_recorded(
     return pb.Record(at_us=finished_at_us, step_recorded=step)
 
 
+def waiting_reason(waiting: pb.RunWaiting) -> str:
+    """The reason a parked run shows: the keys it waits for."""
+    return f"waiting for {', '.join(waiting.keys)}"[:500]
+
+
 def run_paused(reason: str) -> pb.Record:
     """The run stopped launching nodes and has none in flight."""
     return pb.Record(at_us=now_us(), run_paused=pb.RunPaused(reason=reason))

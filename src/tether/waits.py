@@ -89,7 +89,7 @@ def find_wait(graph: Graph, key: str, event_id: str) -> NodeState | None:
     """
     run_id = graph.run_id
     node_id = graph.waits.get(key)
-    done = graph.nodes[node_id].completed if node_id is not None else None
+    done = graph.completed(node_id) if node_id is not None else None
     if done is not None and event_id and done.wait.event_id == event_id:
         return None  # a retry of the event that completed it
     if graph.finished is not None:
@@ -143,18 +143,18 @@ def event_record(state: NodeState, payload: Value, event_id: str) -> Record:
 
 def due_timeouts(graph: Graph, now_us: int) -> list[Record]:
     """The records of open waits whose deadline has passed (timed out, no payload)."""
-    nodes = graph.nodes
+    specs = [graph.spec(nid) for nid in graph.open_waits]
     return [
-        wait_completed(nodes[nid].spec, payload=None, timed_out=True)
-        for nid in graph.open_waits
-        if 0 < nodes[nid].spec.wait.deadline_us <= now_us
+        wait_completed(spec, payload=None, timed_out=True)
+        for spec in specs
+        if 0 < spec.wait.deadline_us <= now_us
     ]
 
 
 async def event_of(graph: Graph, key: str, codec: ValueCodec) -> Event:
     """The event that completed wait `key` (KeyError if it has not completed)."""
     node_id = graph.waits.get(key)
-    done = graph.nodes[node_id].completed if node_id is not None else None
+    done = graph.completed(node_id) if node_id is not None else None
     if done is None or node_id is None:
         raise KeyError(f"wait {key!r} of run {graph.run_id} has not completed")
     payload = None if done.wait.timed_out else await codec.decode_cached(node_id, done.output)

@@ -17,7 +17,6 @@ from typing import Any
 
 from tether import faults
 from tether.errors import StaleEpoch, StoreError, StoreUnavailable
-from tether.executor import wake_at_of
 from tether.ops.retention import retention_pass
 from tether.runtime import Runtime
 from tether.store.base import Claim, Status
@@ -186,23 +185,20 @@ class Worker:
 
     async def _execute_and_release(self, claim: Claim) -> None:
         run_id, epoch = claim.run_id, claim.epoch
-        status: Status | None = None
-        reason: str | None = None
-        wake_at: float | None = None
         try:
             graph = await self.runtime.load(run_id)
             if graph.finished is not None:
-                # Its last record landed but the row was not updated (a crash in between).
-                status, reason = graph.status, graph.reason or None
-            elif claim.cancel:
+                # Its last record landed but the row was not updated (a log written before
+                # the finish and the release became one transaction).
+                await self._release(claim, graph.status, graph.reason or None)
+                return
+            if claim.cancel:
                 # Asked to cancel while nobody held it: record that, execute nothing.
                 outcome = await self.runtime.cancel(run_id, epoch=epoch)
-                status, reason = outcome.status, outcome.reason or None
             else:
                 outcome = await self.runtime.continue_graph(graph, epoch=epoch)
-                status, reason = outcome.status, outcome.reason or None
-                if status is Status.WAITING:
-                    wake_at = wake_at_of(outcome.graph)
+            # The run's last record released it, in the same transaction.
+            self._released(run_id, outcome.status, outcome.reason or None)
         except StaleEpoch:
             log.warning(
                 "run %s: fenced off, epoch %d is stale (another worker claimed the run); "
@@ -217,20 +213,14 @@ class Worker:
             self.counts["abandoned"] += 1
         except Exception as exc:
             log.exception("run %s: execution failed", run_id)
-            status, reason = Status.FAILED, f"worker error: {type(exc).__name__}: {exc}"
-        if status is not None:
-            await self._release(claim, status, reason, wake_at)
+            await self._release(claim, Status.FAILED, f"worker error: {type(exc).__name__}: {exc}")
 
-    async def _release(
-        self, claim: Claim, status: Status, reason: str | None, wake_at: float | None = None
-    ) -> None:
+    async def _release(self, claim: Claim, status: Status, reason: str | None) -> None:
         faults.hit("before_release")
         delay, give_up = 0.05, time.monotonic() + self.runtime.store_retry_s
         while True:
             try:
-                released = await self.leases.release(
-                    claim.run_id, claim.epoch, status, reason, wake_at=wake_at
-                )
+                released = await self.leases.release(claim.run_id, claim.epoch, status, reason)
                 break
             except StoreUnavailable as exc:
                 if time.monotonic() > give_up:
@@ -244,10 +234,13 @@ class Worker:
             log.warning("run %s: release at epoch %d was fenced off", claim.run_id, claim.epoch)
             self.counts["fenced"] += 1
             return
+        self._released(claim.run_id, status, reason)
+
+    def _released(self, run_id: str, status: Status, reason: str | None) -> None:
         drained = status is Status.PAUSED and self.runtime.draining.is_set()
         kind = "drained" if drained else status.value
         self.counts[kind] += 1
-        log.info("run %s: released %s%s", claim.run_id, status.value, f" ({reason})" * bool(reason))
+        log.info("run %s: released %s%s", run_id, status.value, f" ({reason})" * bool(reason))
 
     # -- leases ------------------------------------------------------------------
 

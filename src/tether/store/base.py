@@ -149,10 +149,11 @@ class Leases(ABC):
     async def release(
         self,
         run_id: str,
-        epoch: int,
+        epoch: int | None,
         status: Status,
         reason: str | None = None,
         *,
+        final: tuple[int, bytes] | None = None,
         wake_at: float | None = None,
     ) -> bool:
         """Give a run up with its new status; False if the epoch had moved on (nothing changed).
@@ -160,6 +161,10 @@ class Leases(ABC):
         A run released WAITING (parked) is claimed again once `wake_at` (seconds since the
         epoch) has passed; with None, only an event delivered to it wakes it.
 
+        With `final` (seq, record), that record is appended in the same transaction, judged
+        as `LogStore.append` judges it (StaleEpoch, ConflictingRecord; an identical record
+        already there is a retry), so nobody ever sees the run's last record without its
+        status and release, or the reverse. `epoch` None releases a run nobody leased.
         A run released paused with reason "drain" is runnable again and wakes waiting
         workers.
         """

@@ -109,8 +109,9 @@ def _runnable(state: _State, info: RunInfo, now: float) -> bool:
 
 
 class MemoryLeases(Leases):
-    def __init__(self, state: _State) -> None:
+    def __init__(self, state: _State, log: MemoryLog) -> None:
         self._s = state
+        self._log = log
         self._woken = asyncio.Event()
 
     async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
@@ -184,14 +185,17 @@ class MemoryLeases(Leases):
     async def release(
         self,
         run_id: str,
-        epoch: int,
+        epoch: int | None,
         status: Status,
         reason: str | None = None,
         *,
+        final: tuple[int, bytes] | None = None,
         wake_at: float | None = None,
     ) -> bool:
+        if final is not None:  # nothing awaits in between: one transaction
+            await self._log.append(run_id, [final], epoch=epoch)
         info = self._s.runs.get(run_id)
-        if info is None or info.epoch != epoch:
+        if info is None or (epoch is not None and info.epoch != epoch):
             return False
         self._s.runs[run_id] = replace(
             info, status=status, reason=reason, owner=None, lease_until=None, updated_at=time.time()
@@ -296,6 +300,7 @@ class MemoryRetention(Retention):
                 del self._s.runs[run_id]
                 self._s.logs.pop(run_id, None)
                 self._s.cancels.discard(run_id)
+                self._s.wake_at.pop(run_id, None)
                 done += 1
         return done
 
@@ -319,7 +324,7 @@ class MemoryStore(Store):
         state = _State()
         self.log = MemoryLog(state)
         self.runs = MemoryRuns(state)
-        self.leases = MemoryLeases(state)
+        self.leases = MemoryLeases(state, self.log)
         self.retention = MemoryRetention(state)
 
     async def open(self) -> None:

@@ -93,6 +93,12 @@ UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_until = NULL, update
        wake_at = ?
 WHERE run_id = ? AND epoch = ?;
 
+-- name: release_unfenced
+-- Give up a run nobody leased with its new status (and wake-up time, when parked).
+UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_until = NULL, updated_at = ?,
+       wake_at = ?
+WHERE run_id = ?;
+
 -- name: adopt_child
 -- Take a sub-agent run at a new epoch, only while its parent is at the caller's epoch.
 UPDATE runs SET epoch = epoch + 1, owner = :owner, updated_at = :now
