@@ -153,3 +153,24 @@ class StepBudgetExhausted(RunMustPause):
 
 class StepTimeout(TetherError):
     """A journaled step ran past its timeout."""
+
+
+class InvalidDuration(TetherError, ValueError):
+    """A duration such as `30d` or `12h` could not be read."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(
+            f"duration {text!r} is not valid: use a number and a unit, e.g. 90s, 30m, 12h, 30d, 2w"
+        )
+        self.text = text
+
+
+class RunIsLive(TetherError):
+    """A run (or one of its sub-agent runs) is not finished, so it may not be deleted."""
+
+    def __init__(self, run_id: str, live_run_id: str, status: str) -> None:
+        which = "it is" if live_run_id == run_id else f"its sub-agent run {live_run_id!r} is"
+        super().__init__(
+            f"run {run_id!r} was not deleted: {which} {status}; cancel it or wait until it finishes"
+        )
+        self.run_id = run_id
