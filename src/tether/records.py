@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal, assert_never
 
 from google.protobuf.message import DecodeError
 
 from tether._proto.tether.v1 import records_pb2 as pb
+from tether.clock import now_us as now_us  # record timestamps; tests move the clock
 from tether.core import Budget
 from tether.errors import CorruptRecord, OutputNotSerializable
 from tether.status import Status
@@ -224,11 +224,6 @@ def budget_of(limits: pb.BudgetLimits) -> Budget:
         max_wall_s=limits.max_wall_ms / 1000,
         max_turns=limits.max_turns,
     )
-
-
-def now_us() -> int:
-    """Wall-clock time in microseconds since the epoch."""
-    return time.time_ns() // 1000
 
 
 def dump_json(obj: Any) -> bytes:

@@ -11,12 +11,10 @@ Records are built by the constructors in `tether.records`; this module only writ
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from tether import faults
+from tether import clock, faults
 from tether.errors import RunExists, StoreUnavailable
 from tether.events import EventBus
 from tether.graph import Graph
@@ -49,7 +47,7 @@ class RecordWriter:
         graph = Graph(info.run_id)
         graph.check(record)
         data = encode(record)
-        give_up = time.monotonic() + self.retry_s
+        give_up = clock.monotonic() + self.retry_s
 
         async def again() -> None:
             try:
@@ -113,7 +111,7 @@ class RecordWriter:
         status, reason = ending_of(record)
         # A parked run is claimed again at its earliest deadline (None: only an event).
         wake_at = record.run_waiting.wake_at_us / 1e6 or None
-        give_up = time.monotonic() + self.retry_s
+        give_up = clock.monotonic() + self.retry_s
         released = False
 
         async def once() -> None:
@@ -141,7 +139,7 @@ class RecordWriter:
         ConflictingRecord if another record holds one of these seqs, StaleEpoch if `epoch`
         is no longer the run's; StoreUnavailable once `retry_s` has passed without success.
         """
-        give_up = time.monotonic() + self.retry_s
+        give_up = clock.monotonic() + self.retry_s
         try:  # the first attempt inline: no closure, no extra coroutine on the hot path
             faults.hit("before_append")
             await self.store.log.append(run_id, entries, epoch=epoch)
@@ -170,12 +168,12 @@ class RecordWriter:
         does not raise StoreUnavailable, or raise that once `give_up` (monotonic) has passed."""
         delay = FIRST_DELAY_S
         while True:
-            if time.monotonic() > give_up:
+            if clock.monotonic() > give_up:
                 raise exc
             log.warning(
                 "run %s: store unavailable for %s (%s), retrying in %.2fs", run_id, what, exc, delay
             )
-            await asyncio.sleep(delay)
+            await clock.sleep(delay)
             delay = min(delay * 2, MAX_DELAY_S)
             try:
                 await attempt()
