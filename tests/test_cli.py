@@ -118,7 +118,7 @@ def test_show_json_is_stable(tmp_path: Path) -> None:
     view = json.loads(tether(tmp_path, "show", run_id, "--json", "--outputs").stdout)
     assert set(view) == {
         "format", "run_id", "agent", "status", "reason", "parent_run_id", "records", "budget",
-        "result", "nodes", "state", "lease_left",
+        "result", "waits", "nodes", "state", "lease_left",
     }  # fmt: skip
     assert view["format"] == 1
     assert set(view["budget"]) == {"limits", "used"}

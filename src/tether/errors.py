@@ -48,12 +48,19 @@ class UnknownRun(TetherError):
 
 
 class RunBusy(TetherError):
-    """The run has a live owner (a lease that has not run out), so it cannot be taken now."""
+    """The run has a live owner (a lease that has not run out, or a process that did not
+    let it go in time), so it cannot be taken now; retry later."""
 
     def __init__(
-        self, message: str, *, owner: str | None = None, lease_left: float | None = None
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        owner: str | None = None,
+        lease_left: float | None = None,
     ) -> None:
         super().__init__(message)
+        self.run_id = run_id
         self.owner = owner
         # Seconds left on the owner's lease by the store's clock (None: not leased).
         self.lease_left = lease_left
@@ -186,3 +193,30 @@ class RunIsLive(TetherError):
             f"run {run_id!r} was not deleted: {which} {status}; cancel it or wait until it finishes"
         )
         self.run_id = run_id
+
+
+class EventRefused(TetherError):
+    """An event cannot be delivered; nothing was recorded. `status` is the HTTP answer."""
+
+    status = 409
+
+    def __init__(self, run_id: str, key: str, why: str) -> None:
+        super().__init__(f"run {run_id}: event for wait {key!r} refused: {why}")
+        self.run_id = run_id
+        self.key = key
+
+
+class UnknownWait(EventRefused):
+    """The run has no wait with this key (events are never buffered for a later wait)."""
+
+    status = 404
+
+
+class WaitCompleted(EventRefused):
+    """The wait was completed already, by another event or by its deadline."""
+
+
+class BadEventPayload(EventRefused):
+    """The payload does not fit the wait's declared schema, or is not JSON."""
+
+    status = 422
