@@ -249,9 +249,9 @@ class RunExecutor:
             record = run_finished(
                 status, error=f"stuck: nodes {stuck} wait for parents that can never be recorded"
             )
+        # The record, the row's status and the lease's release in one transaction.
         async with self.append_lock:  # a shielded step append may still be landing
-            await rt.writer.write(g, record, epoch=self.epoch)
-        await rt.store.runs.set_status(g.run_id, status, reason=g.reason or None, epoch=self.epoch)
+            await rt.writer.finish(g, record, epoch=self.epoch)
         if status is Status.SUCCEEDED and g.result_node is not None:
             # Read after the finish is recorded: an unreadable result blob loses nothing.
             out = g.nodes[g.result_node].completed
@@ -263,7 +263,7 @@ class RunExecutor:
 
     async def _run_node(self, node_id: str) -> list[tuple[Record, bytes]]:
         logs.NODE_ID.set(node_id)  # this node's own task: its log lines name it
-        spec = self.graph.nodes[node_id].spec
+        spec = self.graph.spec(node_id)
         try:
             handler = self.registry.get(spec.kind)
         except UnknownNodeKind as exc:

@@ -126,12 +126,9 @@ class Runtime:
                 raise RunNotResumable(f"run {run_id} has finished ({graph.status}); cannot cancel")
             record = run_finished(Status.CANCELLED, error="cancelled by request")
             try:
-                await self.writer.write(graph, record, epoch=epoch)
+                await self.writer.finish(graph, record, epoch=epoch)
             except ConflictingRecord:
                 continue  # a record landed at that seq meanwhile: read the log again
-            await self.store.runs.set_status(
-                run_id, Status.CANCELLED, reason=graph.reason, epoch=epoch
-            )
             return await self._read_outcome(graph)
         raise RunNotResumable(f"run {run_id} keeps growing while not owned here; cannot cancel")
 
@@ -180,11 +177,13 @@ class Runtime:
         if not rows:
             raise UnknownRun(run_id)
         graph = Graph(run_id)
-        for seq, record in enumerate(decode_log(run_id, rows)):
-            try:
-                graph.apply(record)
-            except GraphError as exc:
-                raise CorruptRecord(run_id, seq, str(exc)) from None
+        apply = graph.apply
+        try:
+            for record in decode_log(run_id, rows):
+                apply(record)
+        except GraphError as exc:
+            # A record that does not fit is not applied: next_seq is its seq.
+            raise CorruptRecord(run_id, graph.next_seq, str(exc)) from None
         return graph
 
     # -- executing ---------------------------------------------------------------

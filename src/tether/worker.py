@@ -187,20 +187,20 @@ class Worker:
 
     async def _execute_and_release(self, claim: Claim) -> None:
         run_id, epoch = claim.run_id, claim.epoch
-        status: Status | None = None
-        reason: str | None = None
         try:
             graph = await self.runtime.load(run_id)
             if graph.finished is not None:
-                # Its last record landed but the row was not updated (a crash in between).
-                status, reason = graph.status, graph.reason or None
-            elif claim.cancel:
+                # Its last record landed but the row was not updated (a log written before
+                # the finish and the release became one transaction).
+                await self._release(claim, graph.status, graph.reason or None)
+                return
+            if claim.cancel:
                 # Asked to cancel while nobody held it: record that, execute nothing.
                 outcome = await self.runtime.cancel(run_id, epoch=epoch)
-                status, reason = outcome.status, outcome.reason or None
             else:
                 outcome = await self.runtime.continue_graph(graph, epoch=epoch)
-                status, reason = outcome.status, outcome.reason or None
+            # The run's last record released it, in the same transaction.
+            self._released(claim, outcome.status, outcome.reason or None)
         except StaleEpoch:
             log.warning(
                 "run %s: fenced off, epoch %d is stale (another worker claimed the run); "
@@ -215,9 +215,7 @@ class Worker:
             self._count("abandoned")
         except Exception as exc:
             log.exception("run %s: execution failed", run_id)
-            status, reason = Status.FAILED, f"worker error: {type(exc).__name__}: {exc}"
-        if status is not None:
-            await self._release(claim, status, reason)
+            await self._release(claim, Status.FAILED, f"worker error: {type(exc).__name__}: {exc}")
 
     async def _release(self, claim: Claim, status: Status, reason: str | None) -> None:
         faults.hit("before_release")
@@ -238,6 +236,9 @@ class Worker:
             log.warning("run %s: release at epoch %d was fenced off", claim.run_id, claim.epoch)
             self._count("fenced")
             return
+        self._released(claim, status, reason)
+
+    def _released(self, claim: Claim, status: Status, reason: str | None) -> None:
         drained = status is Status.PAUSED and self.runtime.draining.is_set()
         kind = "drained" if drained else status.value
         self._count(kind)

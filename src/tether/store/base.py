@@ -155,10 +155,20 @@ class Leases(ABC):
 
     @abstractmethod
     async def release(
-        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+        self,
+        run_id: str,
+        epoch: int | None,
+        status: Status,
+        reason: str | None = None,
+        *,
+        final: tuple[int, bytes] | None = None,
     ) -> bool:
         """Give a run up with its new status; False if the epoch had moved on (nothing changed).
 
+        With `final` (seq, record), that record is appended in the same transaction, judged
+        as `LogStore.append` judges it (StaleEpoch, ConflictingRecord; an identical record
+        already there is a retry), so nobody ever sees the run's last record without its
+        status and release, or the reverse. `epoch` None releases a run nobody leased.
         A run released paused with reason "drain" is runnable again and wakes waiting
         workers.
         """

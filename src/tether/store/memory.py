@@ -97,8 +97,9 @@ def _runnable(info: RunInfo, now: float) -> bool:
 
 
 class MemoryLeases(Leases):
-    def __init__(self, state: _State) -> None:
+    def __init__(self, state: _State, log: MemoryLog) -> None:
         self._s = state
+        self._log = log
         self._woken = asyncio.Event()
 
     async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
@@ -168,10 +169,18 @@ class MemoryLeases(Leases):
         return lost
 
     async def release(
-        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+        self,
+        run_id: str,
+        epoch: int | None,
+        status: Status,
+        reason: str | None = None,
+        *,
+        final: tuple[int, bytes] | None = None,
     ) -> bool:
+        if final is not None:  # nothing awaits in between: one transaction
+            await self._log.append(run_id, [final], epoch=epoch)
         info = self._s.runs.get(run_id)
-        if info is None or info.epoch != epoch:
+        if info is None or (epoch is not None and info.epoch != epoch):
             return False
         self._s.runs[run_id] = replace(
             info, status=status, reason=reason, owner=None, lease_until=None, updated_at=time.time()
@@ -287,7 +296,7 @@ class MemoryStore(Store):
         state = _State()
         self.log = MemoryLog(state)
         self.runs = MemoryRuns(state)
-        self.leases = MemoryLeases(state)
+        self.leases = MemoryLeases(state, self.log)
         self.retention = MemoryRetention(state)
 
     async def open(self) -> None:

@@ -149,6 +149,30 @@ SELECT count(*) AS released,
        count(pg_notify('tether_work', $1)) FILTER (WHERE status = 'paused' AND reason = 'drain')
 FROM released;
 
+-- name: release_unfenced
+-- Give up a run nobody leased with its new status (wakes workers as release does).
+WITH released AS (
+    UPDATE runs SET status = $2, reason = $3, owner = NULL, lease_until = NULL,
+                    updated_at = extract(epoch FROM clock_timestamp())
+    WHERE run_id = $1
+    RETURNING status, reason
+)
+SELECT count(*) AS released,
+       count(pg_notify('tether_work', $1)) FILTER (WHERE status = 'paused' AND reason = 'drain')
+FROM released;
+
+-- name: append_final
+-- A run's last record, in the transaction that releases it. A taken seq is skipped (DO
+-- NOTHING keeps the transaction usable); the caller then judges what the seq holds.
+INSERT INTO run_log (run_id, seq, record) VALUES ($1, $2, $3)
+ON CONFLICT (run_id, seq) DO NOTHING;
+
+-- name: append_final_fenced
+-- The same, only while runs.epoch = $4 (FOR SHARE, as in append_fenced).
+INSERT INTO run_log (run_id, seq, record)
+SELECT $1, $2, $3 FROM (SELECT 1 FROM runs WHERE run_id = $1 AND epoch = $4 FOR SHARE) AS fence
+ON CONFLICT (run_id, seq) DO NOTHING;
+
 -- name: adopt_child
 -- Take a sub-agent run at a new epoch for owner $2, only while its parent $3 is at epoch
 -- $4 (FOR SHARE, as in append_fenced: a claim of the parent waits for this or fences it).

@@ -80,6 +80,11 @@ UPDATE runs SET lease_until = ? WHERE run_id = ? AND epoch = ?;
 UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_until = NULL, updated_at = ?
 WHERE run_id = ? AND epoch = ?;
 
+-- name: release_unfenced
+-- Give up a run nobody leased with its new status.
+UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_until = NULL, updated_at = ?
+WHERE run_id = ?;
+
 -- name: adopt_child
 -- Take a sub-agent run at a new epoch, only while its parent is at the caller's epoch.
 UPDATE runs SET epoch = epoch + 1, owner = :owner, updated_at = :now
