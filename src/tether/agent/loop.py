@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from tether import metrics
 from tether.agent.mcp import MCPServer, tool_names
 from tether.agent.messages import Message, ToolSpec
 from tether.agent.pricing import cost_of
@@ -179,6 +180,8 @@ class Agent:
             on_retry=ctx.emit,
         )
         cost = cost_of(self.model, reply.tokens_in, reply.tokens_out)
+        if (m := metrics.active) is not None:
+            m.model_call(self.model, reply.tokens_in, reply.tokens_out, cost)
         usage = Usage(reply.tokens_in, reply.tokens_out, cost, model_calls=1)
         message = reply.message()
         if not reply.tool_calls:
