@@ -48,8 +48,7 @@ class UnknownRun(TetherError):
 
 
 class RunBusy(TetherError):
-    """The run has a live owner (a lease that has not run out, or a process that did not
-    let it go in time), so it cannot be taken now; retry later."""
+    """The run has a live owner (a lease that has not run out), so it cannot be taken now."""
 
     def __init__(
         self,
@@ -220,3 +219,14 @@ class BadEventPayload(EventRefused):
     """The payload does not fit the wait's declared schema, or is not JSON."""
 
     status = 422
+
+
+class RunHeldElsewhere(TetherError):
+    """The run is held by another process that did not let it go in time; retry later."""
+
+    def __init__(self, run_id: str, waited_s: float) -> None:
+        super().__init__(
+            f"run {run_id} is executing in another process and did not park within "
+            f"{waited_s:g}s; nothing was recorded, deliver the event again later"
+        )
+        self.run_id = run_id
