@@ -9,8 +9,9 @@ the store's own pool (default size 10), one after another.
 
 Batching: nodes that complete in the same wakeup are appended in one multi-row INSERT by
 the executor; a fan-out of no-op siblings shows how much that lifts one run. Across runs
-there is no batching in the store yet (each run appends alone); a bench-only group-commit
-flusher shows what a store-level one could reach against the same single-row floor.
+the PostgreSQL store groups appends made while others are in flight into one statement
+(`store/postgres_group.py`); a bench-only flusher without fencing or judgement shows what
+a bare group INSERT reaches against the same single-row floor.
 """
 
 from __future__ import annotations
