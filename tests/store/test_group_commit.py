@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Iterable
 
+import asyncpg
 import pytest
 
 from tether.errors import ConflictingRecord, StaleEpoch
@@ -111,3 +112,30 @@ async def test_a_waiter_cancelled_in_the_queue_is_left_out(pg_store: PostgresSto
     assert results[:2] + results[3:] == [None] * 3
     assert await pg_store.log.read(ids[2]) == [(0, b"started")]
     assert pg_store._log._group.inflight == 0
+
+
+async def test_a_run_whose_row_is_locked_waits_alone_and_the_others_land(
+    pg_store: PostgresStore, pg_database: str
+) -> None:
+    ids = await _runs(pg_store, "l", 5)
+    claims = {c.run_id: c.epoch for c in await pg_store.leases.claim("w", limit=5, ttl=30)}
+    locked = ids[2]
+    blocker = await asyncpg.connect(pg_database)
+    try:
+        tx = blocker.transaction()
+        await tx.start()
+        # A lease renewal of that run in progress: its row is locked for update.
+        await blocker.execute("SELECT 1 FROM runs WHERE run_id = $1 FOR NO KEY UPDATE", locked)
+        tasks = {
+            r: asyncio.ensure_future(pg_store.log.append(r, [(1, b"r")], epoch=claims[r]))
+            for r in ids
+        }
+        others = [t for r, t in tasks.items() if r != locked]
+        assert await _results(others) == [None] * 4
+        assert not tasks[locked].done()  # waiting for the row, alone
+        await tx.commit()
+        await tasks[locked]
+    finally:
+        await blocker.close()
+    for r in ids:
+        assert await pg_store.log.read(r) == [(0, b"started"), (1, b"r")]

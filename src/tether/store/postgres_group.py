@@ -86,10 +86,9 @@ class GroupCommit:
             raise
         if isinstance(got, list):
             try:
-                counts = await self._lead(got)
+                got = await self._lead(got)
             finally:
                 self._release()
-            got = ALONE if counts is None else counts.get(run_id, 0)
         return await self._alone(alone) if got == ALONE else got
 
     async def _alone(self, alone: Callable[[], Awaitable[int]]) -> int:
@@ -131,11 +130,8 @@ class GroupCommit:
                 self.inflight += 1
                 batch[0].done.set_result(batch)
 
-    async def _lead(self, batch: list[_Waiter]) -> dict[str, int] | None:
-        """Send one statement for the batch; hand each other waiter its run's count.
-
-        Returns the counts by run, or None if each run must append alone.
-        """
+    async def _lead(self, batch: list[_Waiter]) -> int:
+        """Send one statement for the batch; hand each other waiter its verdict; ours."""
         run_ids: list[str] = []
         seqs: list[int] = []
         records: list[bytes] = []
@@ -169,7 +165,16 @@ class GroupCommit:
             # learn it from their own attempt, idempotent whether or not this one landed.
             for w in batch[1:]:
                 if not w.done.done():
-                    w.done.set_result(ALONE if counts is None else counts.get(w.run_id, 0))
+                    w.done.set_result(_verdict(w, counts))
         self._groups += 1
         self._grouped += len(batch)
-        return counts
+        return _verdict(batch[0], counts)
+
+
+def _verdict(w: _Waiter, counts: dict[str, int] | None) -> int:
+    """A waiter's rows inserted, or ALONE: no shared statement, or a fenced run that
+    inserted nothing (fenced off, or its runs row was locked and skipped) appends alone."""
+    if counts is None:
+        return ALONE
+    inserted = counts.get(w.run_id, 0)
+    return ALONE if inserted == 0 and w.epoch is not None else inserted

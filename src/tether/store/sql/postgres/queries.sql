@@ -21,16 +21,18 @@ WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 -- name: append_group
 -- The appends of several runs in one statement (group commit): rows $1/$2/$3 (run, seq,
 -- record); runs in $4 are unfenced, runs in $5 only while their epoch is still $6 (FOR
--- SHARE, as append_fenced; taken in run order so two groups wait rather than deadlock).
--- A fenced-off run inserts nothing and the others land; a different record at a taken
--- seq aborts the whole statement (seq NULL) and each run then appends alone, so a
--- conflict is reported to its own run only. Returns the rows inserted per run.
+-- SHARE, as append_fenced). SKIP LOCKED: a runs row that a claim or a lease renewal is
+-- updating right now is left out instead of waited for (waiting on several rows at once
+-- could deadlock with a renewal of several); such a run, like a fenced-off one, inserts
+-- nothing here and appends alone, where it waits for the row as append_fenced does.
+-- A different record at a taken seq aborts the whole statement (seq NULL) and each run
+-- then appends alone, so a conflict is reported to its own run only. Returns the rows
+-- inserted per run.
 WITH fence AS (
     SELECT runs.run_id FROM runs
     JOIN unnest($5::text[], $6::bigint[]) AS f(run_id, epoch)
       ON runs.run_id = f.run_id AND runs.epoch = f.epoch
-    ORDER BY runs.run_id
-    FOR SHARE OF runs
+    FOR SHARE OF runs SKIP LOCKED
 ), ins AS (
     INSERT INTO run_log (run_id, seq, record)
     SELECT e.run_id, e.seq, e.record
