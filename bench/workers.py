@@ -1,7 +1,8 @@
 """Workers: records/s with 1, 2 and 4 `tether worker` processes on one PostgreSQL.
 
-1,000 short runs (chains of no-op nodes) are queued first; then the workers start, each
-in its own process with `--concurrency 250`, and the clock runs from their start until
+1,000 short runs (chains of no-op nodes) are recorded first, held (paused, unclaimable);
+the workers start, each in its own process with `--concurrency 1000/N`; once every one
+said it is ready, one UPDATE queues all the runs and wakes them, and the clock runs until
 every run has succeeded (the runs table, polled). Records are the node records plus each
 run's resumed and finished records. CPU seconds of the workers (their own rusage) and of
 every PostgreSQL server process (from /proc) in that window say which side caps the rate.
@@ -13,41 +14,36 @@ from __future__ import annotations
 
 import asyncio
 import os
-import resource
 import sys
 import time
 from pathlib import Path
 
 from bench.common import Line, Settings, bare_insert_many, open_pg, pg_pool
 from tether.runtime import Runtime
+from tether.store.base import Status
 
 ROOT = Path(__file__).resolve().parent.parent
 PROCESSES = (1, 2, 4)
 NODES = 5
 
 
-def _pg_cpu_s() -> float:
-    """CPU seconds used so far by every process named postgres on this machine."""
+def _cpu_s(pids: set[int] | None = None) -> float:
+    """CPU seconds used so far by the processes `pids`, or by every process named postgres."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or (pids is not None and int(entry) not in pids):
             continue
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)
-            if "postgres" not in fields[0]:
+            with open(f"/proc/{entry}/stat") as f:
+                name, _, rest = f.read().rpartition(")")
+            if pids is None and "postgres" not in name:
                 continue
-            rest = fields[1].split()
-            total += int(rest[11]) + int(rest[12])  # utime, stime
+            fields = rest.split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
         except (OSError, IndexError, ValueError):
             continue
     return total / tick
-
-
-def _children_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 async def _one(settings: Settings, processes: int, runs: int) -> tuple[float, float, float, int]:
@@ -56,7 +52,7 @@ async def _one(settings: Settings, processes: int, runs: int) -> tuple[float, fl
     try:
         rt = Runtime(store)
         for _ in range(runs):
-            await rt.create("bench.agents:chain", NODES)
+            await rt.create("bench.agents:chain", NODES, status=Status.PAUSED)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
         cmd = [sys.executable, "-m", "tether", "--db", settings.pg_url, "worker"]
         # A long lease: on a loaded machine a worker busy with hundreds of runs may renew
@@ -64,15 +60,23 @@ async def _one(settings: Settings, processes: int, runs: int) -> tuple[float, fl
         cmd += ["--concurrency", str(max(1, runs // processes)), "--poll", "0.2"]
         cmd += ["--lease-ttl", "60"]
         errors = (settings.workdir / f"workers-{processes}.log").open("wb")
-        cpu0, pg0, t0 = _children_cpu_s(), _pg_cpu_s(), time.perf_counter()
         procs = [
             await asyncio.create_subprocess_exec(
-                *cmd, cwd=ROOT, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=errors
+                *cmd, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=errors
             )
             for _ in range(processes)
         ]
         try:
+            for p in procs:  # the CLI prints one line once the worker listens for work
+                assert p.stdout is not None
+                line = await asyncio.wait_for(p.stdout.readline(), timeout=120)
+                if b"ready" not in line:
+                    raise RuntimeError(f"workers bench: a worker did not start; see {errors.name}")
             pool = pg_pool(store)
+            pids = {p.pid for p in procs}
+            cpu0, pg0, t0 = _cpu_s(pids), _cpu_s(), time.perf_counter()
+            await pool.execute("UPDATE runs SET status = 'queued' WHERE status = 'paused'")
+            await pool.execute("SELECT pg_notify('tether_work', '')")
             while True:
                 done = await pool.fetchval("SELECT count(*) FROM runs WHERE status = 'succeeded'")
                 if done >= runs:
@@ -84,7 +88,7 @@ async def _one(settings: Settings, processes: int, runs: int) -> tuple[float, fl
                     )
                 await asyncio.sleep(0.02)
             wall = time.perf_counter() - t0
-            pg_cpu = _pg_cpu_s() - pg0
+            cpu, pg_cpu = _cpu_s(pids) - cpu0, _cpu_s() - pg0
             records = await pool.fetchval("SELECT count(*) FROM run_log WHERE seq > 0")
         finally:
             for p in procs:
@@ -92,7 +96,7 @@ async def _one(settings: Settings, processes: int, runs: int) -> tuple[float, fl
             for p in procs:
                 await asyncio.wait_for(p.wait(), timeout=60)
             errors.close()
-        return wall, _children_cpu_s() - cpu0, pg_cpu, records
+        return wall, cpu, pg_cpu, records
     finally:
         await store.close()
 
