@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from tether import metrics
 from tether.agent.messages import Message, ToolSpec
 from tether.agent.pricing import cost_of
 from tether.agent.providers import Provider, provider_for
@@ -162,6 +163,8 @@ class Agent:
             on_retry=ctx.emit,
         )
         cost = cost_of(self.model, reply.tokens_in, reply.tokens_out)
+        if (m := metrics.active) is not None:
+            m.model_call(self.model, reply.tokens_in, reply.tokens_out, cost)
         usage = Usage(reply.tokens_in, reply.tokens_out, cost, model_calls=1)
         message = reply.message()
         if not reply.tool_calls:

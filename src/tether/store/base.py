@@ -117,6 +117,19 @@ class RunTable(ABC):
     ) -> list[RunInfo]:
         """List runs, newest first."""
 
+    async def count_by_status(self) -> dict[Status, int]:
+        """How many runs have each status (statuses with none are left out).
+
+        This default pages through `list()`; the backends answer in one query.
+        """
+        counts: dict[Status, int] = {}
+        offset = 0
+        while page := await self.list(limit=1000, offset=offset):
+            for info in page:
+                counts[info.status] = counts.get(info.status, 0) + 1
+            offset += len(page)
+        return counts
+
 
 @dataclass(frozen=True, slots=True)
 class Claim:

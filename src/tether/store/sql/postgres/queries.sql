@@ -290,3 +290,7 @@ SELECT pg_try_advisory_lock(hashtext('tether:' || $1));
 -- name: unlock
 -- Release that lock.
 SELECT pg_advisory_unlock(hashtext('tether:' || $1));
+
+-- name: count_by_status
+-- How many runs have each status (for the runs gauge).
+SELECT status, count(*) FROM runs GROUP BY status;

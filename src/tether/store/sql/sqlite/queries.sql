@@ -176,3 +176,7 @@ RETURNING length(record);
 DELETE FROM runs
 WHERE run_id IN (SELECT value FROM json_each(?))
   AND status IN ('succeeded', 'failed', 'cancelled');
+
+-- name: count_by_status
+-- How many runs have each status (for the runs gauge).
+SELECT status, count(*) FROM runs GROUP BY status;
