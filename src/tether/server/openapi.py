@@ -86,6 +86,11 @@ def document() -> dict[str, Any]:
         "/readyz": {"get": {"summary": "readiness: only whether, never why (see the log)",
                              "security": [], "responses": {
             "200": {"description": "ready"}, "503": {"description": "not ready"}}}},
+        "/metrics": {"get": _op(
+            "Prometheus metrics in the text exposition format",
+            {"200": {"description": "a scrape",
+                     "content": {"text/plain": {"schema": {"type": "string"}}}},
+             "404": _err("metrics are off (the metrics extra is not installed)")})},
         "/v1/runs": {
             "post": _op(
                 "start a run; answers at once",

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from tether import metrics
 from tether.errors import (
     CorruptRecord,
     EventRefused,
@@ -329,6 +330,17 @@ async def readyz(request: Request) -> Response:
     return JSONResponse({"ok": True, "status": "ready"})
 
 
+async def metrics_text(request: Request) -> Response:
+    """Prometheus' scrape: the text format, behind the bearer token like the API."""
+    active = metrics.active
+    if active is None:
+        return JSONResponse(
+            {"error": "metrics are off: install tether[metrics] (prometheus-client)"}, 404
+        )
+    body, content_type = active.exposition()
+    return Response(body, media_type=content_type)
+
+
 # -- errors -------------------------------------------------------------------------
 
 
@@ -386,6 +398,7 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_text, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/runs", start_run, methods=["POST"]),
         Route("/v1/runs", list_runs, methods=["GET"]),

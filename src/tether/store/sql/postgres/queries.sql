@@ -168,11 +168,13 @@ FROM picked WHERE runs.run_id = picked.run_id
 RETURNING runs.run_id, runs.epoch, runs.cancel_requested;
 
 -- name: renew
--- Extend the leases of runs still at the epochs the caller claimed them at; returns those.
+-- Extend the leases owner $4 still holds at the epochs it claimed them at; returns those,
+-- each with whether it was asked to be cancelled (one round trip per heartbeat). A run
+-- released meanwhile (owner cleared, same epoch) keeps no lease.
 UPDATE runs SET lease_until = extract(epoch FROM clock_timestamp()) + $3
 FROM unnest($1::text[], $2::bigint[]) AS held(run_id, epoch)
-WHERE runs.run_id = held.run_id AND runs.epoch = held.epoch
-RETURNING runs.run_id;
+WHERE runs.run_id = held.run_id AND runs.epoch = held.epoch AND runs.owner = $4
+RETURNING runs.run_id, runs.cancel_requested;
 
 -- name: release
 -- Give a run up with its new status (and wake-up time $5, when parked), only at the
@@ -250,13 +252,6 @@ UPDATE runs SET cancel_requested = (status NOT IN ('succeeded', 'failed', 'cance
 WHERE run_id = $1
 RETURNING status;
 
--- name: cancels_asked
--- Of the runs the caller holds (at their epochs), those asked to be cancelled.
-SELECT runs.run_id FROM runs
-JOIN unnest($1::text[], $2::bigint[]) AS held(run_id, epoch)
-  ON runs.run_id = held.run_id AND runs.epoch = held.epoch
-WHERE runs.cancel_requested;
-
 -- name: next_wake
 -- Seconds until the earliest wake-up time of a parked top-level run, by the database's
 -- clock (negative when due; NULL if no parked run has one).
@@ -321,3 +316,7 @@ SELECT pg_try_advisory_lock(hashtext('tether:' || $1));
 -- name: unlock
 -- Release that lock.
 SELECT pg_advisory_unlock(hashtext('tether:' || $1));
+
+-- name: count_by_status
+-- How many runs have each status (for the runs gauge).
+SELECT status, count(*) FROM runs GROUP BY status;
