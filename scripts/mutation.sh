@@ -23,9 +23,9 @@ default_tests() {
     graph | records | writer | executor | context)
       echo "tests/test_executor.py tests/test_budgets.py tests/test_subagents.py" \
         "tests/test_records.py tests/test_writer.py tests/test_cancel.py tests/test_dispatch.py" \
-        "tests/test_signals.py tests/test_replay_property.py tests/test_offload.py" ;;
+        "tests/test_replay_property.py tests/test_offload.py" ;;
     store/judgement | store/memory | store/sqlite* | store/postgres*)
-      echo "tests/store tests/test_writer.py tests/test_worker.py" ;;
+      echo "tests/store tests/test_writer.py" ;;
     server/auth | server/session)
       echo "tests/server/test_api.py" ;;
     *) echo "tests --ignore=tests/faults" ;;
