@@ -16,13 +16,15 @@ from typing import Any
 
 from rich.console import Console
 
+from tether import logs
 from tether.blobs import BlobStore
 from tether.blobs.factory import default_blob_url, open_blob_store
 from tether.core import Budget
 from tether.errors import TetherError
 from tether.executor import Outcome
 from tether.graph import Graph
-from tether.inspect import run_view
+from tether.inspect import run_view, waits_view
+from tether.metering import metering
 from tether.records import Record, budget_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
@@ -129,7 +131,9 @@ async def _execute_with(
         outcome = await go(runtime)
     console.print(graph_tree(outcome.graph))
     console.print(budget_line(outcome.graph))
-    colour = {"succeeded": "green", "paused": "yellow"}.get(outcome.status.value, "red")
+    colour = {"succeeded": "green", "paused": "yellow", "waiting": "yellow"}.get(
+        outcome.status.value, "red"
+    )
     console.print(
         f"status: [{colour}]{outcome.status.value}[/]"
         + (f" ({outcome.reason})" if outcome.reason else "")
@@ -140,7 +144,28 @@ async def _execute_with(
     console.print(f"run id: {outcome.run_id}\nlog: {store.url}")
     if outcome.status is Status.PAUSED:
         console.print(f"resume with: tether resume {outcome.run_id}")
-    return 0 if outcome.status in (Status.SUCCEEDED, Status.PAUSED) else 1
+    if outcome.status is Status.WAITING:
+        print_waits(outcome.graph)
+    return 0 if outcome.status in (Status.SUCCEEDED, Status.PAUSED, Status.WAITING) else 1
+
+
+def print_waits(graph: Graph) -> None:
+    """The pending waits of a parked run, each with the command that answers it."""
+    for wait in waits_view(graph):
+        deadline = ""
+        if wait["deadline_us"]:
+            left = wait["deadline_us"] / 1e6 - time.time()
+            deadline = f", times out in {left:.0f}s" if left > 0 else ", timed out"
+        kind = "sleep" if wait["sleep"] else "wait"
+        console.print(f"{kind} [bold]{wait['key']}[/]{deadline}", highlight=False)
+        if wait["data"] is not None:
+            console.print(f"  data: {json.dumps(wait['data'])}", highlight=False, markup=False)
+        if not wait["sleep"]:
+            console.print(
+                f"  answer with: tether signal {graph.run_id} {wait['key']} --data JSON",
+                highlight=False,
+                markup=False,
+            )
 
 
 async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
@@ -185,11 +210,7 @@ def demo_model_server() -> contextlib.AbstractAsyncContextManager[Any]:
 async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
     from tether.worker import Worker
 
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s",
-    )
+    logs.configure(args.log_format)
     runtime = Runtime(store, grace=args.grace)
     retain = None
     if args.retain:
@@ -209,7 +230,13 @@ async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
-    async with demo_model_server():
+    if args.metrics_port is not None:
+        from tether import metrics
+
+        server = metrics.enable().serve(args.metrics_host, args.metrics_port)
+        where = f"http://{args.metrics_host}:{server.server_port}/metrics"
+        print(f"worker {runtime.owner} metrics on {where}", flush=True)
+    async with demo_model_server(), metering(runtime):
         print(f"worker {runtime.owner} ready on {store.url.split('@')[-1]}", flush=True)
         await worker.run()
     print(f"worker {runtime.owner} stopped: {worker.statistics()}", flush=True)
@@ -266,6 +293,26 @@ def _run_row(r: Any) -> dict[str, Any]:
     }
 
 
+async def cmd_signal(store: Store, args: argparse.Namespace) -> int:
+    try:
+        payload = json.loads(args.data) if args.data is not None else None
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"bad --data: not JSON ({exc})") from None
+    async with _open_blobs(store, args) as blobs:
+        runtime = Runtime(store, blobs=blobs)
+        done = await runtime.signal(
+            args.run_id, args.key, payload, event_id=args.event_id, wait_s=args.wait
+        )
+    if done.duplicate:
+        print(f"run {done.run_id}: event for wait {done.key!r} was recorded before; nothing new")
+    else:
+        print(
+            f"run {done.run_id}: event for wait {done.key!r} recorded at seq {done.seq}; "
+            f"the run is {done.status.value}"
+        )
+    return 0
+
+
 async def cmd_runs_prune(store: Store, args: argparse.Namespace) -> int:
     from tether.ops import parse_duration, prune
     from tether.store.retention import FINISHED
@@ -316,6 +363,8 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     console.print(budget_line(graph))
     if graph.reason:
         console.print(f"reason: {graph.reason}")
+    if graph.open_waits:
+        print_waits(graph)
     return 0
 
 
@@ -362,7 +411,13 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("TETHER_API_TOKEN")
     generated = not token
     token = token or secrets.token_urlsafe(24)
+    if logs.log_format(args.log_format) == "json":
+        logs.configure("json", logging.getLevelName(args.log_level.upper()))
     agents = args.agent or ["demo"]
+    with contextlib.suppress(ImportError):  # /metrics answers 404 without the extra
+        from tether import metrics
+
+        metrics.enable()
     for name in agents:  # import them now: a bad name fails here, and adopted runs find theirs
         resolve_agent(name)
     async with _open_blobs(store, args) as blobs:
@@ -508,6 +563,15 @@ def _runs_retention(runs: argparse.ArgumentParser) -> None:
     delete.set_defaults(fn=cmd_runs_delete)
 
 
+def _log_format(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        help="text, or one JSON object a line with run_id, node_id, owner, epoch "
+        "(default: $TETHER_LOG_FORMAT or text)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tether", description="A durable runtime for LLM agents.")
     parser.add_argument(
@@ -564,6 +628,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=600.0,
         help="seconds between retention passes (600)",
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus metrics on this port (0 picks one; needs tether[metrics])",
+    )
+    worker.add_argument("--metrics-host", default="127.0.0.1", help="address of --metrics-port")
+    _log_format(worker)
     worker.set_defaults(fn=cmd_worker)
 
     submit = sub.add_parser("submit", help="queue a run for the workers; prints its id")
@@ -585,6 +656,21 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="stable JSON (see README)")
     show.add_argument("--outputs", action="store_true", help="include node outputs in --json")
     show.set_defaults(fn=cmd_show)
+
+    sig = sub.add_parser("signal", help="deliver an event to a run's wait (e.g. an approval)")
+    sig.add_argument("run_id")
+    sig.add_argument("key", help="the wait's key")
+    sig.add_argument("--data", help="the event's payload as JSON (default: null)")
+    sig.add_argument(
+        "--event-id", help="the event's id: delivering the same id again records nothing"
+    )
+    sig.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        help="seconds to wait for a run executing elsewhere to park (default 30)",
+    )
+    sig.set_defaults(fn=cmd_signal)
 
     blobs = sub.add_parser("blobs", help="the blob store: garbage collection, checks")
     blobs_sub = blobs.add_subparsers(dest="blobs_command", required=True)
@@ -635,6 +721,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     srv.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
     srv.add_argument("--log-level", default="warning")
+    _log_format(srv)
     _serve_limits(srv)
     srv.set_defaults(fn=cmd_serve)
 

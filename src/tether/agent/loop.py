@@ -7,6 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from tether import metrics
+from tether.agent.mcp import MCPServer, tool_names
 from tether.agent.messages import Message, ToolSpec
 from tether.agent.pricing import cost_of
 from tether.agent.providers import Provider, provider_for
@@ -51,7 +53,7 @@ class Agent:
         *,
         model: str,
         system: str = "",
-        tools: Sequence[Tool | Agent] = (),
+        tools: Sequence[Tool | Agent | MCPServer] = (),
         budget: Budget | None = None,
         description: str = "",
         tool_name: str | None = None,
@@ -71,9 +73,12 @@ class Agent:
         self.model_attempts = model_attempts
         self.tools: dict[str, Tool] = {}
         self.subagents: dict[str, Agent] = {}
+        self.mcp_servers: list[MCPServer] = []
         for t in tools:
             if isinstance(t, Agent):
                 self.subagents[t.tool_name] = t
+            elif isinstance(t, MCPServer):
+                self.mcp_servers.append(t)
             else:
                 self.tools[t.name] = t
         clash = set(self.tools) & set(self.subagents)
@@ -90,6 +95,14 @@ class Agent:
             )
         for sub in self.subagents.values():
             self.registry.add(f"agent:{sub.tool_name}", self._subagent_handler(sub))
+        # One kind per MCP server: its tools are listed at run time, the policy is the server's.
+        for server in self.mcp_servers:
+            self.registry.add(
+                f"mcp:{server.name}",
+                self._mcp_handler(server),
+                retry=server.retry,
+                fallback=self._tool_failed,
+            )
         self.registry.add("tool", self._unknown_tool)
 
     # -- running -------------------------------------------------------------------
@@ -114,6 +127,8 @@ class Agent:
             self._provider = None
         for sub in self.subagents.values():
             await sub.aclose()
+        for server in self.mcp_servers:
+            await server.aclose()
 
     async def __aenter__(self) -> Agent:
         return self
@@ -152,16 +167,21 @@ class Agent:
 
     async def _turn(self, ctx: Context, node: Node) -> NodeResult:
         messages = await self.history(ctx)
+        specs = self.tool_specs()
+        for server in self.mcp_servers:  # listed once per worker, then cached
+            specs += [s for s in await server.tools() if s.name not in self.tools]
 
         def on_token(text: str) -> None:
             ctx.emit({"type": "token", "text": text})
 
         reply = await with_retries(
-            lambda: self.provider.complete(self.system, messages, self.tool_specs(), on_token),
+            lambda: self.provider.complete(self.system, messages, specs, on_token),
             attempts=self.model_attempts,
             on_retry=ctx.emit,
         )
         cost = cost_of(self.model, reply.tokens_in, reply.tokens_out)
+        if (m := metrics.active) is not None:
+            m.model_call(self.model, reply.tokens_in, reply.tokens_out, cost)
         usage = Usage(reply.tokens_in, reply.tokens_out, cost, model_calls=1)
         message = reply.message()
         if not reply.tool_calls:
@@ -195,6 +215,9 @@ class Agent:
             return f"tool:{name}"
         if name in self.subagents:
             return f"agent:{name}"
+        server = tool_names(self.mcp_servers).get(name)
+        if server is not None:
+            return f"mcp:{server.name}"
         return "tool"  # a tool the model made up: answered with an error, not a crash
 
     async def _unknown_tool(self, ctx: Context, node: Node) -> Message:
@@ -215,6 +238,14 @@ class Agent:
             return self._result(call, await call_fn)
 
         return run_tool
+
+    def _mcp_handler(self, server: MCPServer) -> Handler:
+        async def run_mcp_tool(ctx: Context, node: Node) -> Message:
+            call = await self._call_of(ctx, node)
+            text, is_error = await server.call(call["name"], call["arguments"])
+            return self._result(call, text, is_error=is_error)
+
+        return run_mcp_tool
 
     async def _tool_failed(self, ctx: Context, node: Node, exc: BaseException) -> Message:
         """A tool that raised after its last attempt: the model reads the error, the run goes on."""

@@ -100,8 +100,12 @@ class RunTable(ABC):
         *,
         reason: str | None = None,
         epoch: int | None = None,
+        wake_at: float | None = None,
     ) -> None:
         """Change a run's status (UnknownRun if there is no such run).
+
+        `wake_at` (seconds since the epoch) is when a parked (WAITING) run is due to be
+        claimed again for a deadline; None for any other status, or no deadline.
 
         With `epoch`, only while the run's epoch is still that one (StaleEpoch if not),
         so an owner that was fenced off cannot overwrite its successor's state.
@@ -112,6 +116,19 @@ class RunTable(ABC):
         self, *, status: Status | None = None, limit: int = 100, offset: int = 0
     ) -> list[RunInfo]:
         """List runs, newest first."""
+
+    async def count_by_status(self) -> dict[Status, int]:
+        """How many runs have each status (statuses with none are left out).
+
+        This default pages through `list()`; the backends answer in one query.
+        """
+        counts: dict[Status, int] = {}
+        offset = 0
+        while page := await self.list(limit=1000, offset=offset):
+            for info in page:
+                counts[info.status] = counts.get(info.status, 0) + 1
+            offset += len(page)
+        return counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,12 +141,23 @@ class Claim:
     cancel: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """What one renewal of a worker's leases found: runs lost, runs to cancel."""
+
+    # Held runs whose epoch moved on: another owner has them now.
+    lost: list[str]
+    # Held runs (still ours) flagged to be cancelled by whoever owns them.
+    cancel: list[str]
+
+
 class Leases(ABC):
     """Who executes which run: claims with a lease and an epoch, renewals, releases.
 
-    Runnable runs are top-level runs that are queued, paused by a drain, or running
-    with an expired lease. Sub-agent runs are never claimed on their own: the worker
-    that owns the parent adopts them (`adopt_child`).
+    Runnable runs are top-level runs that are queued, paused by a drain, parked (WAITING)
+    with a wake-up time that has come, or running with an expired lease. Sub-agent runs
+    are never claimed on their own: the worker that owns the parent adopts them
+    (`adopt_child`).
     """
 
     @abstractmethod
@@ -137,8 +165,12 @@ class Leases(ABC):
         """Take up to `limit` runnable runs for `ttl` seconds, each at a new epoch."""
 
     @abstractmethod
-    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
-        """Extend the leases still held at their epochs; return the run ids that were lost."""
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
+        """Extend the leases still held at their epochs, in one statement for all of them.
+
+        Returns the runs that were lost and, of those kept, the ones flagged to be
+        cancelled: a worker's heartbeat is one round trip however many runs it holds.
+        """
 
     @abstractmethod
     async def release(
@@ -149,8 +181,12 @@ class Leases(ABC):
         reason: str | None = None,
         *,
         final: tuple[int, bytes] | None = None,
+        wake_at: float | None = None,
     ) -> bool:
         """Give a run up with its new status; False if the epoch had moved on (nothing changed).
+
+        A run released WAITING (parked) is claimed again once `wake_at` (seconds since the
+        epoch) has passed; with None, only an event delivered to it wakes it.
 
         With `final` (seq, record), that record is appended in the same transaction, judged
         as `LogStore.append` judges it (StaleEpoch, ConflictingRecord; an identical record
@@ -186,8 +222,9 @@ class Leases(ABC):
         """
 
     @abstractmethod
-    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
-        """Of the runs held at these epochs, the ids of those flagged to be cancelled."""
+    async def next_wake(self) -> float | None:
+        """Seconds until the earliest wake-up time of a parked run (negative when due; None
+        if no parked run has one), so an idle worker sleeps no longer than that."""
 
     @abstractmethod
     async def notify(self) -> None:

@@ -10,7 +10,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from tether.errors import StaleEpoch, StoreUnavailable
-from tether.store.base import Claim, Leases, Status
+from tether.store.base import Claim, Leases, Renewal, Status
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.postgres_db import PgPool, rowcount, wrap_errors
 from tether.store.queries import load_queries
@@ -34,13 +34,14 @@ class PostgresLeases(Leases):
         rows = await self._db.fetch(Q["claim"], owner, limit, ttl)
         return [Claim(row[0], row[1], row[2]) for row in rows]
 
-    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
         if not held:
-            return []
+            return Renewal([], [])
         ids = [c.run_id for c in held]
-        rows = await self._db.fetch(Q["renew"], ids, [c.epoch for c in held], ttl)
+        rows = await self._db.fetch(Q["renew"], ids, [c.epoch for c in held], ttl, owner)
         kept = {row[0] for row in rows}
-        return [run_id for run_id in ids if run_id not in kept]
+        lost = [run_id for run_id in ids if run_id not in kept]
+        return Renewal(lost, [row[0] for row in rows if row[1]])
 
     async def release(
         self,
@@ -50,12 +51,13 @@ class PostgresLeases(Leases):
         reason: str | None = None,
         *,
         final: tuple[int, bytes] | None = None,
+        wake_at: float | None = None,
     ) -> bool:
         if final is None:
-            return await self._release(self._db, run_id, epoch, status, reason)
+            return await self._release(self._db, run_id, epoch, status, reason, wake_at)
         async with self._db.connection() as conn, conn.transaction():
             await self._append_final(conn, run_id, epoch, final)
-            released = await self._release(conn, run_id, epoch, status, reason)
+            released = await self._release(conn, run_id, epoch, status, reason, wake_at)
         self._on_appended(run_id, final[0])
         return released
 
@@ -66,11 +68,12 @@ class PostgresLeases(Leases):
         epoch: int | None,
         status: Status,
         reason: str | None,
+        wake_at: float | None,
     ) -> bool:
         if epoch is None:
-            rows = await db.fetch(Q["release_unfenced"], run_id, status.value, reason)
+            rows = await db.fetch(Q["release_unfenced"], run_id, status.value, reason, wake_at)
         else:
-            rows = await db.fetch(Q["release"], run_id, epoch, status.value, reason)
+            rows = await db.fetch(Q["release"], run_id, epoch, status.value, reason, wake_at)
         return bool(rows[0][0])
 
     @staticmethod
@@ -109,13 +112,9 @@ class PostgresLeases(Leases):
         rows = await self._db.fetch(Q["request_cancel"], run_id)
         return Status(rows[0][0]) if rows else None
 
-    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
-        if not held:
-            return []
-        rows = await self._db.fetch(
-            Q["cancels_asked"], [c.run_id for c in held], [c.epoch for c in held]
-        )
-        return [row[0] for row in rows]
+    async def next_wake(self) -> float | None:
+        rows = await self._db.fetch(Q["next_wake"])
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
 
     async def notify(self) -> None:
         await self._db.execute(Q["notify"])

@@ -70,8 +70,9 @@ class PostgresRuns(RunTable):
         *,
         reason: str | None = None,
         epoch: int | None = None,
+        wake_at: float | None = None,
     ) -> None:
-        args = (run_id, status.value, reason, time.time())
+        args = (run_id, status.value, reason, time.time(), wake_at)
         if epoch is None:
             done = await self._db.execute(Q["set_status"], *args)
         else:
@@ -89,3 +90,7 @@ class PostgresRuns(RunTable):
         else:
             rows = await self._db.fetch(Q["list_runs_by_status"], status.value, limit, offset)
         return [run_info(row) for row in rows]
+
+    async def count_by_status(self) -> dict[Status, int]:
+        rows = await self._db.fetch(Q["count_by_status"])
+        return {Status(row[0]): int(row[1]) for row in rows}

@@ -154,10 +154,11 @@ class SqliteRuns(RunTable):
         *,
         reason: str | None = None,
         epoch: int | None = None,
+        wake_at: float | None = None,
     ) -> None:
         def work() -> str:
             conn = self._db.conn
-            args = (status.value, reason, time.time(), run_id)
+            args = (status.value, reason, time.time(), wake_at, run_id)
             if epoch is None:
                 done = conn.execute(Q["set_status"], args).rowcount
             else:
@@ -183,6 +184,10 @@ class SqliteRuns(RunTable):
             ).fetchall()
 
         return [_info(r) for r in await self._db.call(work)]
+
+    async def count_by_status(self) -> dict[Status, int]:
+        rows = await self._db.call(lambda: self._db.conn.execute(Q["count_by_status"]).fetchall())
+        return {Status(status): int(n) for status, n in rows}
 
 
 class SqliteStore(Store):

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tether.errors import StaleEpoch
-from tether.store.base import Claim, Leases, Status
+from tether.store.base import Claim, Leases, Renewal, Status
 from tether.store.queries import load_queries
 from tether.store.sqlite_append import append_rows
 
@@ -39,15 +39,18 @@ class SqliteLeases(Leases):
 
         return await self._db.call(lambda: self._db.transaction(work))
 
-    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
         until = time.time() + ttl
 
-        def work(conn: sqlite3.Connection) -> list[str]:
-            lost = []
+        def work(conn: sqlite3.Connection) -> Renewal:
+            lost, cancel = [], []
             for c in held:
-                if conn.execute(Q["renew"], (until, c.run_id, c.epoch)).rowcount == 0:
+                row = conn.execute(Q["renew"], (until, c.run_id, c.epoch, owner)).fetchone()
+                if row is None:
                     lost.append(c.run_id)
-            return lost
+                elif row[0]:
+                    cancel.append(c.run_id)
+            return Renewal(lost, cancel)
 
         return await self._db.call(lambda: self._db.transaction(work))
 
@@ -59,11 +62,12 @@ class SqliteLeases(Leases):
         reason: str | None = None,
         *,
         final: tuple[int, bytes] | None = None,
+        wake_at: float | None = None,
     ) -> bool:
         def work(conn: sqlite3.Connection) -> bool:
             if final is not None:
                 append_rows(conn, run_id, [final], epoch)
-            args = (status.value, reason, time.time(), run_id)
+            args = (status.value, reason, time.time(), wake_at, run_id)
             if epoch is None:
                 return conn.execute(Q["release_unfenced"], args).rowcount == 1
             return conn.execute(Q["release"], (*args, epoch)).rowcount == 1
@@ -106,16 +110,9 @@ class SqliteLeases(Leases):
 
         return await self._db.call(lambda: self._db.transaction(work))
 
-    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
-        def work(conn: sqlite3.Connection) -> list[str]:
-            asked = []
-            for c in held:
-                row = conn.execute(Q["cancel_asked"], (c.run_id, c.epoch)).fetchone()
-                if row is not None and row[0]:
-                    asked.append(c.run_id)
-            return asked
-
-        return await self._db.call(lambda: work(self._db.conn))
+    async def next_wake(self) -> float | None:
+        row = await self._db.call(lambda: self._db.conn.execute(Q["next_wake"]).fetchone())
+        return None if row is None or row[0] is None else float(row[0]) - time.time()
 
     async def notify(self) -> None:
         self._woken.set()
