@@ -284,20 +284,20 @@ class Worker:
         bound = min([sent + self.lease_ttl / 3, *expiries]) - sent
         try:
             async with asyncio.timeout(max(0.0, bound)):
-                lost = await self.leases.renew(self.owner, held, self.lease_ttl)
-                asked = await self.leases.cancels_asked(held)
+                renewal = await self.leases.renew(self.owner, held, self.lease_ttl)
         except (StoreUnavailable, TimeoutError) as exc:
             log.warning(
                 "%s: lease renewal failed (%s); retrying", self.owner, str(exc) or "timed out"
             )
             self._stop_expired()
             return
+        lost = renewal.lost
         for claim in held:
             if claim.run_id in self._renewed and claim.run_id not in lost:
                 self._renewed[claim.run_id] = sent
                 if (m := metrics.active) is not None:
                     m.lease_renewals.inc()
-        for run_id in asked:
+        for run_id in renewal.cancel:
             # The executor records CANCELLED at our epoch and the run is released so.
             # Not executing yet (between claim and resume): the next beat asks again.
             executor = self.runtime.executing.get(run_id)

@@ -5,7 +5,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tether.store.base import DRAIN, Claim, Leases, LogStore, RunInfo, RunTable, Status, Store
+from tether.store.base import (
+    DRAIN,
+    Claim,
+    Leases,
+    LogStore,
+    Renewal,
+    RunInfo,
+    RunTable,
+    Status,
+    Store,
+)
 
 DEFAULT_DATA_DIR = ".tether"
 
@@ -59,6 +69,7 @@ __all__ = [
     "Claim",
     "Leases",
     "LogStore",
+    "Renewal",
     "RunInfo",
     "RunTable",
     "Status",

@@ -141,6 +141,16 @@ class Claim:
     cancel: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """What one renewal of a worker's leases found: runs lost, runs to cancel."""
+
+    # Held runs whose epoch moved on: another owner has them now.
+    lost: list[str]
+    # Held runs (still ours) flagged to be cancelled by whoever owns them.
+    cancel: list[str]
+
+
 class Leases(ABC):
     """Who executes which run: claims with a lease and an epoch, renewals, releases.
 
@@ -155,8 +165,12 @@ class Leases(ABC):
         """Take up to `limit` runnable runs for `ttl` seconds, each at a new epoch."""
 
     @abstractmethod
-    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
-        """Extend the leases still held at their epochs; return the run ids that were lost."""
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
+        """Extend the leases still held at their epochs, in one statement for all of them.
+
+        Returns the runs that were lost and, of those kept, the ones flagged to be
+        cancelled: a worker's heartbeat is one round trip however many runs it holds.
+        """
 
     @abstractmethod
     async def release(
@@ -206,10 +220,6 @@ class Leases(ABC):
         None if there is no such run. The flag outlives leases: a worker that claims a
         flagged run records its cancellation instead of executing it.
         """
-
-    @abstractmethod
-    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
-        """Of the runs held at these epochs, the ids of those flagged to be cancelled."""
 
     @abstractmethod
     async def next_wake(self) -> float | None:
