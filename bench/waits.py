@@ -99,13 +99,14 @@ async def result_of(rt: Runtime, run_id: str) -> float:
     return float(outcome.result)
 
 
-async def bench(url: str, events: int, timers: int, parked: int) -> None:
+async def bench(url: str, events: int, timers: int, parked: int, pool: int) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
     async with PostgresStore(url, min_size=1, max_size=4) as store:
         rt = Runtime(store, owner="bench")
         worker = await asyncio.create_subprocess_exec(
-            *[sys.executable, "-m", "tether", "--db", url, "worker", "--concurrency", "64"],
+            *[sys.executable, "-m", "tether", "--db", f"{url}?max_size={pool}", "worker"],
+            *["--concurrency", "64"],
             env=env,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
@@ -155,7 +156,10 @@ async def bench(url: str, events: int, timers: int, parked: int) -> None:
     ms = 1000
     f50, f99 = pct(floor, 50) * ms, pct(floor, 99) * ms
     l50, l99 = pct(latency, 50) * ms, pct(latency, 99) * ms
-    print(f"PostgreSQL {url.split('@')[-1]}: one `tether worker` process (concurrency 64)")
+    print(
+        f"PostgreSQL {url.split('@')[-1]}: one `tether worker` process (concurrency 64, "
+        f"{pool} pooled connections)"
+    )
     print(f"{'':44} {'p50 ms':>9} {'p99 ms':>9}")
     print(f"{'floor: INSERT + NOTIFY -> LISTEN callback':44} {f50:9.2f} {f99:9.2f}")
     print(f"{'event delivery -> successor started':44} {l50:9.2f} {l99:9.2f}")
@@ -177,13 +181,14 @@ async def main() -> None:
     parser.add_argument("--events", type=int, default=200)
     parser.add_argument("--timers", type=int, default=1000)
     parser.add_argument("--parked", type=int, default=10_000)
+    parser.add_argument("--worker-pool", type=int, default=10, help="the worker's connections")
     args = parser.parse_args()
     url = args.admin_url.rsplit("/", 1)[0] + "/" + DB
     admin = await asyncpg.connect(args.admin_url)
     await admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
     await admin.execute(f"CREATE DATABASE {DB}")
     try:
-        await bench(url, args.events, args.timers, args.parked)
+        await bench(url, args.events, args.timers, args.parked, args.worker_pool)
     finally:
         await admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
         await admin.close()
