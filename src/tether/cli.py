@@ -71,8 +71,14 @@ async def _with_store(url: str | None, fn: Callable[[Store], Awaitable[int]]) ->
 
 
 def _open_blobs(store: Store, args: argparse.Namespace) -> BlobStore:
-    """`--blobs`, else `TETHER_BLOB_URL`, else a directory beside the SQLite file."""
-    return open_blob_store(args.blobs or default_blob_url(store.url))
+    """`--blobs`, else `TETHER_BLOB_URL`, else a directory beside the SQLite file; sealed
+    when a key ring is configured (`TETHER_KEYS`)."""
+    blobs = open_blob_store(args.blobs or default_blob_url(store.url))
+    if args.keys is None:
+        return blobs
+    from tether.blobs.sealed import SealedBlobStore
+
+    return SealedBlobStore(blobs, args.keys)
 
 
 def _drain_on_signals(runtime: Runtime) -> None:
@@ -101,7 +107,9 @@ async def _execute(
     store: Store, args: argparse.Namespace, go: Callable[[Runtime], Awaitable[Outcome]]
 ) -> int:
     async with _open_blobs(store, args) as blobs:
-        return await _execute_with(Runtime(store, grace=args.grace, blobs=blobs), args, go)
+        return await _execute_with(
+            Runtime(store, grace=args.grace, blobs=blobs, keys=args.keys), args, go
+        )
 
 
 async def _execute_with(
@@ -182,7 +190,7 @@ async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
 
 
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
-    graph = await Runtime(store).load(args.run_id)
+    graph = await Runtime(store, keys=args.keys).load(args.run_id)
     budget = parse_budget(args.budget, graph) if args.budget else None
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
@@ -211,7 +219,7 @@ async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
     from tether.worker import Worker
 
     logs.configure(args.log_format)
-    runtime = Runtime(store, grace=args.grace)
+    runtime = Runtime(store, grace=args.grace, keys=args.keys)
     retain = None
     if args.retain:
         from tether.ops import parse_duration
@@ -249,7 +257,9 @@ async def cmd_submit(store: Store, args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise SystemExit(f"bad --input: not JSON ({exc})") from None
     budget = parse_budget(args.budget) if args.budget else None
-    run_id = await Runtime(store).submit(args.agent, value, run_id=args.run_id, budget=budget)
+    run_id = await Runtime(store, keys=args.keys).submit(
+        args.agent, value, run_id=args.run_id, budget=budget
+    )
     print(run_id)
     return 0
 
@@ -299,7 +309,7 @@ async def cmd_signal(store: Store, args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise SystemExit(f"bad --data: not JSON ({exc})") from None
     async with _open_blobs(store, args) as blobs:
-        runtime = Runtime(store, blobs=blobs)
+        runtime = Runtime(store, blobs=blobs, keys=args.keys)
         done = await runtime.signal(
             args.run_id, args.key, payload, event_id=args.event_id, wait_s=args.wait
         )
@@ -353,7 +363,7 @@ async def cmd_runs_delete(store: Store, args: argparse.Namespace) -> int:
 
 
 async def cmd_show(store: Store, args: argparse.Namespace) -> int:
-    graph = await Runtime(store).load(args.run_id)
+    graph = await Runtime(store, keys=args.keys).load(args.run_id)
     if args.json:
         print(json.dumps(run_view(graph, outputs=args.outputs), indent=2))
         return 0
@@ -421,7 +431,7 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
     for name in agents:  # import them now: a bad name fails here, and adopted runs find theirs
         resolve_agent(name)
     async with _open_blobs(store, args) as blobs:
-        runtime = Runtime(store, grace=args.grace, blobs=blobs)
+        runtime = Runtime(store, grace=args.grace, blobs=blobs, keys=args.keys)
         # Either way the server only queues runs; embedded, a worker in this process claims
         # them (and takes up runs a previous server left behind, once their leases run out).
         mode = args.workers or ("embedded" if store.url.startswith("sqlite:") else "external")
@@ -470,6 +480,45 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
                 connections=connections,
             )
     print("tether serve: stopped", flush=True)
+    return 0
+
+
+def cmd_keys_generate(args: argparse.Namespace) -> int:
+    from tether.crypto.keyring import KeyRing
+
+    ring = args.keys
+    if ring is None:
+        ring = KeyRing.new(args.id or "k1")
+    else:
+        ring = ring.with_new_key(args.id or f"k{len(ring.keys) + 1}")
+    print(ring.dump())
+    return 0
+
+
+async def cmd_keys_rotate(store: Store, args: argparse.Namespace) -> int:
+    from tether.blobs.sealed import SealedBlobStore
+    from tether.errors import KeyRingError
+
+    if args.keys is None:
+        raise KeyRingError("tether keys rotate: no key ring configured (TETHER_KEYS)")
+    resealed = kept = 0
+    async with _open_blobs(store, args) as blobs:
+        assert isinstance(blobs, SealedBlobStore)
+        if args.blobs_too:
+            async for info in blobs.list():
+                if await blobs.reseal(info.sha256):
+                    resealed += 1
+                else:
+                    kept += 1
+    console.print(
+        f"current key {args.keys.current!r}: "
+        + (
+            f"resealed {resealed} blobs, {kept} were current already"
+            if args.blobs_too
+            else "new data is sealed under it; old keys still open old data "
+            "(--reseal-blobs re-seals blobs)"
+        )
+    )
     return 0
 
 
@@ -725,6 +774,21 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_limits(srv)
     srv.set_defaults(fn=cmd_serve)
 
+    keys = sub.add_parser("keys", help="encryption at rest: key rings ($TETHER_KEYS)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    generate = keys_sub.add_parser(
+        "generate", help="print a new key ring, or $TETHER_KEYS plus a new current key"
+    )
+    generate.add_argument("--id", help="the new key's id (default: k1, k2, ...)")
+    generate.set_defaults(fn=None)
+    rotate = keys_sub.add_parser(
+        "rotate", help="re-seal stored blobs under the current key (logs are never rewritten)"
+    )
+    rotate.add_argument(
+        "--reseal-blobs", dest="blobs_too", action="store_true", help="re-seal every blob now"
+    )
+    rotate.set_defaults(fn=cmd_keys_rotate)
+
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)
     migrate = db_sub.add_parser("migrate", help="apply pending migrations")
@@ -736,6 +800,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run one `tether` command; return its exit code."""
     args = build_parser().parse_args(argv)
     try:
+        from tether.crypto.keyring import load_ring
+
+        args.keys = load_ring()  # read once; a malformed ring stops every command here
+        if args.command == "keys" and args.keys_command == "generate":
+            return cmd_keys_generate(args)
         if args.command == "db":  # migrating must not go through open(), which migrates
             return asyncio.run(cmd_migrate(args))
         return asyncio.run(_with_store(args.db, lambda store: args.fn(store, args)))

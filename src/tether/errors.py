@@ -212,3 +212,7 @@ class RunHeldElsewhere(TetherError):
             f"{waited_s:g}s; nothing was recorded, deliver the event again later"
         )
         self.run_id = run_id
+
+
+class KeyRingError(TetherError):
+    """The encryption key ring is missing, malformed, or lacks a key that sealed data."""

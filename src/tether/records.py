@@ -34,6 +34,7 @@ BudgetLimits = pb.BudgetLimits
 BudgetUsed = pb.BudgetUsed
 LogChunk = pb.LogChunk
 BlobRefPb = pb.BlobRef
+Sealed = pb.Sealed
 
 # The names of Record's `body` oneof. A reader matches on them exhaustively, ending with
 # `case _: assert_never(body)`, so a body added here is a type error in every reader that

@@ -9,7 +9,9 @@ import socket
 from typing import Any
 
 from tether.blobs import BlobStore
+from tether.blobs.sealed import SealedBlobStore
 from tether.core import Budget, Usage
+from tether.crypto.keyring import KeyRing
 from tether.delivery import Delivered, deliver
 from tether.errors import (
     ChildFailed,
@@ -60,8 +62,13 @@ class Runtime:
         owner: str | None = None,
         blobs: BlobStore | None = None,
         offload_threshold: int = DEFAULT_OFFLOAD_THRESHOLD,
+        keys: KeyRing | None = None,
     ) -> None:
         self.store = store
+        # With a key ring, every Value's JSON and every blob is sealed before it is written.
+        self.keys = keys
+        if keys is not None and blobs is not None and not isinstance(blobs, SealedBlobStore):
+            blobs = SealedBlobStore(blobs, keys)
         self.blobs = blobs
         self.offload_threshold = offload_threshold
         self.concurrency = concurrency
@@ -86,7 +93,7 @@ class Runtime:
         self.writer.retry_s = seconds
 
     def new_codec(self) -> ValueCodec:
-        return ValueCodec(self.blobs, threshold=self.offload_threshold)
+        return ValueCodec(self.blobs, threshold=self.offload_threshold, keys=self.keys)
 
     def check_record_size(self, run_id: str, node_id: str, data: bytes) -> None:
         """RecordTooLarge if an encoded record is over `record_cap`."""
