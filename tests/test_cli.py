@@ -98,11 +98,13 @@ def test_sigterm_drains_and_resume_finishes(tmp_path: Path) -> None:
             run_id = line.split()[1]
             break
     # Wait until the first node is durably recorded, then ask for a drain.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        shown = json.loads(tether(tmp_path, "show", run_id, "--json").stdout)
-        if shown["budget"]["used"]["nodes"] >= 1:
-            break
+    deadline = time.monotonic() + 60
+    while (
+        json.loads(tether(tmp_path, "show", run_id, "--json").stdout)["budget"]["used"]["nodes"] < 1
+    ):
+        assert proc.poll() is None, "the run ended before its first node was recorded"
+        assert time.monotonic() < deadline, "the first node was not recorded within 60 s"
+        time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err

@@ -179,14 +179,35 @@ def print_waits(graph: Graph) -> None:
 async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
-    from tether.demo.agent import demo_models, research
+    from tether.demo.agent import demo_models, require_approval, research
 
     budget = parse_budget(args.budget) if args.budget else None
+    interactive = args.approve and sys.stdin.isatty()
+    if args.approve:
+        require_approval("calc")
+        args.quiet = args.quiet or interactive  # the prompt and a live display do not mix
+
+    async def go(rt: Runtime) -> Outcome:
+        outcome = await research.run(rt, args.question, budget=budget)
+        while interactive and outcome.status is Status.WAITING:
+            for wait in waits_view(outcome.graph):
+                await rt.signal(outcome.run_id, wait["key"], await _ask(wait))
+            outcome = await rt.resume(outcome.run_id)
+        return outcome
+
     async with demo_models(args.model) as model:
         console.print(f"[bold]tether demo[/]: a research agent on {model} (log: {store.url})")
-        return await _execute(
-            store, args, lambda rt: research.run(rt, args.question, budget=budget)
-        )
+        return await _execute(store, args, go)
+
+
+async def _ask(wait: dict[str, Any]) -> dict[str, Any]:
+    """Ask at the terminal whether a tool call may run."""
+    data = wait["data"] or {}
+    call = f"{data.get('tool')}({json.dumps(data.get('arguments'))})"
+    answer = await asyncio.to_thread(input, f"approve {call}? [y/n] ")
+    if answer.strip().lower().startswith("y"):
+        return {"approve": True}
+    return {"approve": False, "reason": "rejected at the terminal"}
 
 
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
@@ -637,6 +658,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--question", default="How do agents survive a rolling deploy?")
     demo.add_argument("--stop-after", type=int, help="SIGKILL the process after N recorded nodes")
     demo.add_argument("--budget", help="limits, e.g. nodes=8,tokens=5000")
+    demo.add_argument(
+        "--approve",
+        action="store_true",
+        help="the calc tool asks for approval: a y/n prompt, or (not at a terminal) the "
+        "run parks and prints the `tether signal` command that answers it",
+    )
     demo.set_defaults(fn=cmd_demo)
 
     resume = sub.add_parser("resume", help="continue a paused or interrupted run")
