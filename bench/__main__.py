@@ -21,6 +21,7 @@ from bench import (
     overlap,
     rehydrate,
     scheduling,
+    steps,
     throughput,
     workers,
 )
@@ -36,10 +37,11 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "growth": growth.run,
     "memory": memory.run,
     "agent": agent_turns.run,
+    "steps": steps.run,
     "workers": workers.run,
 }
 # Families that need the PostgreSQL bench database.
-NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth", "workers"}
+NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth", "workers", "steps"}
 
 
 def main(argv: list[str] | None = None) -> int:
