@@ -41,10 +41,16 @@ COMMITS = "SELECT xact_commit FROM pg_stat_database WHERE datname = $1"
 
 held = Registry("bench.lease.held", entry="hold")
 GATE = asyncio.Event()
+# Runs that entered their node, and the event set once as many as wanted have.
+ENTERED = {"count": 0, "want": 0}
+ALL_IN = asyncio.Event()
 
 
 @held.node("hold")
 async def hold(ctx: Context, node: Node) -> NodeResult:
+    ENTERED["count"] += 1
+    if ENTERED["count"] >= ENTERED["want"]:
+        ALL_IN.set()
     await GATE.wait()
     return NodeResult(None, is_result=True)
 
@@ -72,10 +78,11 @@ async def heartbeat_cost(
     store: PostgresStore, admin: asyncpg.Connection, runs: int, idle: float
 ) -> None:
     GATE.clear()
+    ALL_IN.clear()
+    ENTERED.update(count=0, want=runs)
     rt = Runtime(store, owner=f"bench-{runs}")
     tasks = [asyncio.create_task(rt.start(held, None)) for _ in range(runs)]
-    while len(rt.executing) < runs:  # every run is recorded and waits in its node
-        await asyncio.sleep(0.05)
+    await ALL_IN.wait()  # every run is recorded and waits in its node
     # An idle backend reports its counts within 10 s (PGSTAT_IDLE_INTERVAL): let the
     # commits of the runs' creation land before counting.
     await asyncio.sleep(SETTLE_S)
@@ -98,6 +105,7 @@ async def heartbeat_cost(
 
 async def append_cost(store: PostgresStore) -> None:
     GATE.clear()
+    ENTERED.update(count=0, want=16)
     rt = Runtime(store, owner="bench-load")
     held_runs = [asyncio.create_task(rt.start(held, None)) for _ in range(16)]
     await store.runs.create(RunInfo("fenced", "bench", Status.QUEUED), b"0")
