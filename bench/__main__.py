@@ -19,6 +19,7 @@ from bench import (
     growth,
     memory,
     overlap,
+    partitions,
     rehydrate,
     scheduling,
     throughput,
@@ -37,9 +38,10 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "memory": memory.run,
     "agent": agent_turns.run,
     "workers": workers.run,
+    "partitions": partitions.run,
 }
 # Families that need the PostgreSQL bench database.
-NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth", "workers"}
+NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth", "workers", "partitions"}
 
 
 def main(argv: list[str] | None = None) -> int:
