@@ -18,6 +18,7 @@ from bench import (
     partitions,
     rehydrate,
     scheduling,
+    steps,
     throughput,
     workers,
 )
@@ -73,6 +74,7 @@ TINY: dict[str, list[tuple[object, str, object]]] = {
     "agent": [],
     "workers": [(workers, "PROCESSES", (1, 2)), (workers, "NODES", 2)],
     "partitions": [(partitions, "PARTITIONS", 4), (partitions, "LOAD_NODES", 40)],
+    "steps": [(steps, "TURNS", 5)],
 }
 
 

@@ -40,7 +40,7 @@ class RecordWriter:
         # How long to keep retrying an append while the store is unavailable.
         self.retry_s = retry_s
 
-    async def create(self, info: RunInfo, record: Record) -> Graph:
+    async def create(self, info: RunInfo, record: Record, *, lease_s: float | None = None) -> Graph:
         """Record a new run: its row and its RunStarted at seq 0 in one transaction.
 
         Returns the run's graph with that record applied. RunExists if the id is taken
@@ -53,7 +53,7 @@ class RecordWriter:
 
         async def again() -> None:
             try:
-                await self.store.runs.create(info, data)
+                await self.store.runs.create(info, data, lease_s=lease_s)
             except RunExists:
                 # The attempt that failed may have committed before the store went away.
                 if await self._seq0(info.run_id) != data:
@@ -61,7 +61,7 @@ class RecordWriter:
 
         started = time.perf_counter()
         try:
-            await self.store.runs.create(info, data)
+            await self.store.runs.create(info, data, lease_s=lease_s)
         except StoreUnavailable as exc:
             await self._retrying(info.run_id, "create", exc, give_up, again)
         if (m := metrics.active) is not None:
