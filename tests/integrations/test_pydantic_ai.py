@@ -222,3 +222,28 @@ async def test_mcp_tool_listing_and_calls_are_steps(
         "clerk__mcp_server__inventory.call_tool",
         "clerk__model.request",
     ]
+
+
+async def test_streamed_tokens_reach_the_event_stream_and_are_never_logged(
+    store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    model = OpenAIChatModel("script:forecaster", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(model, name="weather", capabilities=[TetherDurability(stream_tokens=True)])
+    agent.tool_plain(name="forecast")(lambda city: f"{city} sunny")
+    runtime = Runtime(store)
+    tokens: list[str] = []
+    runtime.events.on_event(
+        lambda run_id, node_id, e: tokens.append(e["text"]) if e["type"] == "token" else None
+    )
+    durable = TetherAgent(agent, name="test.pydantic_ai.streaming")
+    outcome = await durable.run("Weather?", runtime=runtime)
+    assert outcome.status is Status.SUCCEEDED, outcome.reason
+    assert "".join(tokens) == outcome.result["content"] == "Forecast: Oslo sunny; Paris sunny"
+    assert all(r.stream for r in models.requests)
+    # Tokens are no records: the log holds whole model responses, tool calls and tool events.
+    names = {s.name for s in await steps_of(store, outcome.run_id)}
+    assert names == {
+        "weather__model.request_stream",
+        "weather__function_toolset__<agent>.call_tool:forecast",
+        "weather__event_stream_handler",
+    }

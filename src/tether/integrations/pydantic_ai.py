@@ -15,7 +15,7 @@ Outside a tether node the capability is transparent and the agent runs as usual.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
@@ -31,7 +31,14 @@ from pydantic_ai.durable_exec import (
     ToolsetKind,
     conversation_id_from_run_id,
 )
-from pydantic_ai.tools import AgentDepsT
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+)
+from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_core import to_jsonable_python
 
 from tether.agent.pricing import cost_of
@@ -87,12 +94,27 @@ class _StepBackend(JournalCallableOperationBackend[StepOptions]):
         )
 
 
+async def _emit_tokens(run_ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+    """Send a model's streamed text to tether's in-process listeners as `token` events."""
+    scope = current_scope()
+    async for event in events:
+        text = ""
+        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+            text = event.part.content
+        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+            text = event.delta.content_delta
+        if scope is not None and text:
+            scope.ctx.emit({"type": "token", "text": text})
+
+
 class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
     """Makes a pydantic-ai agent durable on tether: each model request and tool call is a step.
 
     `model`, `tool` and `mcp` are the step options (retry policy, timeout) of model requests,
     function tool calls and MCP server calls; a tool's own `metadata={"tether": {...}}`
-    overrides them.
+    overrides them. With `stream_tokens=True` model requests stream, and their text reaches
+    tether's ephemeral event stream as it comes (`token` events, never logged); pydantic-ai
+    then also journals each tool event as a step of its own.
     """
 
     engine_spec = DurabilityEngineSpec(
@@ -120,8 +142,9 @@ class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
         model: StepOptions | None = None,
         tool: StepOptions | None = None,
         mcp: StepOptions | None = None,
+        stream_tokens: bool = False,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, event_stream_handler=_emit_tokens if stream_tokens else None)
         self._model_options: StepOptions = model or {}
         self._tool_options: StepOptions = tool or {}
         self._mcp_options: StepOptions = mcp or {}
