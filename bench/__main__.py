@@ -19,6 +19,7 @@ from bench import (
     growth,
     memory,
     overlap,
+    partitions,
     rehydrate,
     scheduling,
     steps,
@@ -39,9 +40,19 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "agent": agent_turns.run,
     "steps": steps.run,
     "workers": workers.run,
+    "partitions": partitions.run,
 }
 # Families that need the PostgreSQL bench database.
-NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth", "workers", "steps"}
+NEEDS_PG = {
+    "checkpoint",
+    "throughput",
+    "rehydrate",
+    "overlap",
+    "growth",
+    "workers",
+    "steps",
+    "partitions",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
