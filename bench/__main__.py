@@ -18,6 +18,7 @@ from bench import (
     checkpoint,
     growth,
     memory,
+    operations,
     overlap,
     rehydrate,
     scheduling,
@@ -37,9 +38,10 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "memory": memory.run,
     "agent": agent_turns.run,
     "workers": workers.run,
+    "operations": operations.run,
 }
 # Families that need the PostgreSQL bench database.
-NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth", "workers"}
+NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth", "workers", "operations"}
 
 
 def main(argv: list[str] | None = None) -> int:
