@@ -22,6 +22,7 @@ from bench import (
     overlap,
     rehydrate,
     scheduling,
+    steps,
     throughput,
     workers,
 )
@@ -37,11 +38,21 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "growth": growth.run,
     "memory": memory.run,
     "agent": agent_turns.run,
+    "steps": steps.run,
     "workers": workers.run,
     "operations": operations.run,
 }
 # Families that need the PostgreSQL bench database.
-NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth", "workers", "operations"}
+NEEDS_PG = {
+    "checkpoint",
+    "throughput",
+    "rehydrate",
+    "overlap",
+    "growth",
+    "workers",
+    "steps",
+    "operations",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

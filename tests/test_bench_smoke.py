@@ -17,6 +17,7 @@ from bench import (
     overlap,
     rehydrate,
     scheduling,
+    steps,
     throughput,
     workers,
 )
@@ -71,6 +72,7 @@ TINY: dict[str, list[tuple[object, str, object]]] = {
     "memory": [],
     "agent": [],
     "workers": [(workers, "PROCESSES", (1, 2)), (workers, "NODES", 2)],
+    "steps": [(steps, "TURNS", 5)],
 }
 
 

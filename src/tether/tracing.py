@@ -15,14 +15,16 @@ import contextlib
 import hashlib
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from tether.errors import TetherError
+from tether.status import Status
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
     from tether._proto.tether.v1 import records_pb2 as pb
+    from tether.records import Body
 
 # (trace id, span id) the next span gets; see _DerivedIds.
 _IDS: ContextVar[tuple[int, int] | None] = ContextVar("tether_span_ids", default=None)
@@ -110,60 +112,48 @@ class Tracing:
         self, run_id: str, record: pb.Record, started_us: Callable[[str], int | None]
     ) -> None:
         """A published record: a node span, a failed attempt's span, or the run's root span."""
-        body = record.WhichOneof("body")
-        if body == "node_completed":
-            node = record.node_completed
-            attributes = {
-                "tether.run.id": run_id,
-                "tether.node.id": node.node_id,
-                "tether.node.kind": node.kind,
-                "tether.node.attempt": node.attempt,
-                "tether.node.outcome": "completed",
-                "tether.tokens.input": node.used.tokens_in,
-                "tether.tokens.output": node.used.tokens_out,
-                "tether.cost_usd": node.used.cost,
-            }
-            self._span(
-                f"node {node.kind}",
-                run_id,
-                node.started_at_us or record.at_us,
-                node.finished_at_us or record.at_us,
-                attributes,
-                ids=(node.node_id, node.attempt),
-            )
-        elif body == "node_failed":
-            failed = record.node_failed
-            attributes = {
-                "tether.run.id": run_id,
-                "tether.node.id": failed.node_id,
-                "tether.node.kind": failed.kind,
-                "tether.node.attempt": failed.attempt,
-                "tether.node.outcome": "failed",
-                "error.type": failed.error_type,
-            }
-            self._span(
-                f"node {failed.kind}",
-                run_id,
-                record.at_us,
-                record.at_us,
-                attributes,
-                ids=(failed.node_id, failed.attempt),
-                error=failed.message,
-            )
-        elif body == "run_finished":
-            from tether.status import Status
-
-            finished = record.run_finished
-            status = Status.from_pb(finished.status).value
-            start = started_us(run_id) or record.at_us
-            self._span(
-                "run",
-                run_id,
-                start,
-                record.at_us,
-                {"tether.run.id": run_id, "tether.run.status": status},
-                error=finished.error if status != "succeeded" else "",
-            )
+        body: Body | None = record.WhichOneof("body")  # foundation: records is a type only
+        match body:
+            case "node_completed":
+                node = record.node_completed
+                attributes = {
+                    "tether.run.id": run_id,
+                    "tether.node.id": node.node_id,
+                    "tether.node.kind": node.kind,
+                    "tether.node.attempt": node.attempt,
+                    "tether.node.outcome": "completed",
+                    "tether.tokens.input": node.used.tokens_in,
+                    "tether.tokens.output": node.used.tokens_out,
+                    "tether.cost_usd": node.used.cost,
+                }
+                start, end = node.started_at_us or record.at_us, node.finished_at_us
+                self._span(f"node {node.kind}", run_id, start, end or record.at_us, attributes,
+                           ids=(node.node_id, node.attempt))  # fmt: skip
+            case "node_failed":
+                failed = record.node_failed
+                attributes = {
+                    "tether.run.id": run_id,
+                    "tether.node.id": failed.node_id,
+                    "tether.node.kind": failed.kind,
+                    "tether.node.attempt": failed.attempt,
+                    "tether.node.outcome": "failed",
+                    "error.type": failed.error_type,
+                }
+                self._span(f"node {failed.kind}", run_id, record.at_us, record.at_us, attributes,
+                           ids=(failed.node_id, failed.attempt), error=failed.message)  # fmt: skip
+            case "run_finished":
+                finished = record.run_finished
+                status = Status.from_pb(finished.status).value
+                start = started_us(run_id) or record.at_us
+                self._span("run", run_id, start, record.at_us,
+                           {"tether.run.id": run_id, "tether.run.status": status},
+                           error=finished.error if status != "succeeded" else "")  # fmt: skip
+            case "run_started" | "run_paused" | "run_resumed" | "run_waiting" | "step_recorded":
+                pass  # a run's segments are the spans of its nodes; its root ends it
+            case None:
+                pass
+            case never:
+                assert_never(never)
 
     @contextlib.contextmanager
     def model_call(

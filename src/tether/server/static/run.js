@@ -52,6 +52,14 @@ function applyRecord(r) {
       if (n.status !== "completed") { n.status = "failed"; n.error = r.error.message; }
       break;
     }
+    case "step_recorded": {
+      // A journaled step of a running node: listed under the node, its usage counted.
+      const n = node(r.node_id);
+      n.steps = (n.steps || []).concat([r.step.name]);
+      state.used.tokens += r.used.tokens_in + r.used.tokens_out;
+      state.used.cost += r.used.cost;
+      break;
+    }
     case "run_resumed":
       if (r.limits) state.limits = r.limits;
       break;
@@ -120,9 +128,12 @@ function drawGraph() {
                         transform: `translate(${p.x},${p.y})` });
     g.append(el("rect", { width: W, height: H }));
     g.append(el("text", { x: 8, y: 17 }, `${n.kind} · ${n.status}`));
-    const facts = n.status === "completed" ? `${n.wallMs} ms · ${n.tokens} tok` : id.slice(0, 16);
+    const steps = n.steps ? ` · ${n.steps.length} steps` : "";
+    const facts = n.status === "completed" ? `${n.wallMs} ms · ${n.tokens} tok${steps}`
+      : (n.steps ? `${n.steps.length} steps · ${n.steps[n.steps.length - 1]}` : id.slice(0, 16));
     g.append(el("text", { x: 8, y: 35 }, facts));
-    g.append(el("title", {}, `${id}\n${n.kind}: ${n.status}${n.error ? "\n" + n.error : ""}`));
+    const listed = n.steps ? "\nsteps:\n  " + n.steps.join("\n  ") : "";
+    g.append(el("title", {}, `${id}\n${n.kind}: ${n.status}${n.error ? "\n" + n.error : ""}${listed}`));
     svg.append(g);
   }
 }
