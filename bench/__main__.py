@@ -20,6 +20,7 @@ from bench import (
     memory,
     operations,
     overlap,
+    partitions,
     rehydrate,
     scheduling,
     steps,
@@ -41,6 +42,7 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "steps": steps.run,
     "workers": workers.run,
     "operations": operations.run,
+    "partitions": partitions.run,
 }
 # Families that need the PostgreSQL bench database.
 NEEDS_PG = {
@@ -52,6 +54,7 @@ NEEDS_PG = {
     "workers",
     "steps",
     "operations",
+    "partitions",
 }
 
 
