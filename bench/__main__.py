@@ -18,6 +18,7 @@ from bench import (
     checkpoint,
     growth,
     memory,
+    operations,
     overlap,
     partitions,
     rehydrate,
@@ -40,6 +41,7 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "agent": agent_turns.run,
     "steps": steps.run,
     "workers": workers.run,
+    "operations": operations.run,
     "partitions": partitions.run,
 }
 # Families that need the PostgreSQL bench database.
@@ -51,6 +53,7 @@ NEEDS_PG = {
     "growth",
     "workers",
     "steps",
+    "operations",
     "partitions",
 }
 

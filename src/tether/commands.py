@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
-from tether import control, logs
+from tether import control, logs, tracing
 from tether.core import Budget
 from tether.errors import RunBusy
 from tether.executor import Outcome
@@ -266,6 +266,7 @@ def demo_model_server() -> contextlib.AbstractAsyncContextManager[Any]:
 
 async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
     logs.configure(args.log_format)
+    tracing.enable_from_env()
     # The blob store opens now: a misconfigured one is reported at start-up, not at the
     # first run that offloads (a run queued by `tether serve` with a large input).
     async with open_blobs(args.settings) as blobs:
@@ -502,6 +503,7 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
         from tether import metrics
 
         metrics.enable()
+    tracing.enable_from_env()
     for name in agents:  # import them now: a bad name fails here, and adopted runs find theirs
         resolve_agent(name)
     async with open_blobs(args.settings) as blobs:
