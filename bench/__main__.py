@@ -18,10 +18,14 @@ from bench import (
     checkpoint,
     growth,
     memory,
+    operations,
     overlap,
+    partitions,
     rehydrate,
     scheduling,
+    steps,
     throughput,
+    workers,
 )
 from bench.common import Line, Settings, drop_pg, prepare_pg
 from bench.report import print_table, write_json, write_png
@@ -35,9 +39,23 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "growth": growth.run,
     "memory": memory.run,
     "agent": agent_turns.run,
+    "steps": steps.run,
+    "workers": workers.run,
+    "operations": operations.run,
+    "partitions": partitions.run,
 }
 # Families that need the PostgreSQL bench database.
-NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth"}
+NEEDS_PG = {
+    "checkpoint",
+    "throughput",
+    "rehydrate",
+    "overlap",
+    "growth",
+    "workers",
+    "steps",
+    "operations",
+    "partitions",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

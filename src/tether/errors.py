@@ -47,6 +47,24 @@ class UnknownRun(TetherError):
         self.run_id = run_id
 
 
+class RunBusy(TetherError):
+    """The run has a live owner (a lease that has not run out), so it cannot be taken now."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        owner: str | None = None,
+        lease_left: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.owner = owner
+        # Seconds left on the owner's lease by the store's clock (None: not leased).
+        self.lease_left = lease_left
+
+
 class RunExists(TetherError):
     """A run with this id already exists."""
 
@@ -109,6 +127,15 @@ class ChildPaused(TetherError):
         super().__init__(f"sub-agent run {run_id} paused: {reason}")
         self.run_id = run_id
         self.reason = reason
+
+
+class ChildWaiting(ChildPaused):
+    """A sub-agent run parked on its waits: the node that runs it waits with it."""
+
+    def __init__(self, run_id: str, keys: list[str], wake_at_us: int) -> None:
+        super().__init__(run_id, f"waiting for {', '.join(keys)}")
+        self.keys = keys
+        self.wake_at_us = wake_at_us
 
 
 class ChildFailed(TetherError):
@@ -212,3 +239,7 @@ class RunHeldElsewhere(TetherError):
             f"{waited_s:g}s; nothing was recorded, deliver the event again later"
         )
         self.run_id = run_id
+
+
+class KeyRingError(TetherError):
+    """The encryption key ring is missing, malformed, or lacks a key that sealed data."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from tether import metrics
+from tether import metrics, tracing
 from tether.agent.mcp import MCPServer, tool_names
 from tether.agent.messages import Message, ToolSpec
 from tether.agent.pricing import cost_of
@@ -15,10 +16,23 @@ from tether.agent.providers import Provider, provider_for
 from tether.agent.retries import with_retries
 from tether.agent.tools import Tool, ToolArgumentsError
 from tether.context import Context
-from tether.core import Budget, Handler, Node, NodeResult, Spawn, Usage
+from tether.core import Budget, Handler, Node, NodeResult, Spawn, Usage, Wait
 from tether.executor import Outcome
 from tether.registry import Registry
 from tether.runtime import Runtime
+from tether.waits import WAIT_KIND
+
+# What answers a tool call's approval: approve, reject with a reason, or approve with edited
+# arguments (validated again before the tool runs).
+APPROVAL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean"},
+        "reason": {"type": "string"},
+        "arguments": {"type": "object"},
+    },
+    "required": ["approve"],
+}
 
 SUBAGENT_SCHEMA = {
     "type": "object",
@@ -154,7 +168,7 @@ class Agent:
         chain: list[tuple[str, tuple[str, ...]]] = []
         parents = ctx.node.parent_ids
         while parents:
-            previous_turn = ctx.parents_of(parents[0])[0]
+            previous_turn = _turn_of(ctx.parents_of, ctx.kind_of, parents[0])
             chain.append((previous_turn, parents))
             parents = ctx.parents_of(previous_turn)
         messages: list[Message] = [{"role": "user", "content": prompt_of(await ctx.run_input())}]
@@ -174,12 +188,21 @@ class Agent:
         def on_token(text: str) -> None:
             ctx.emit({"type": "token", "text": text})
 
-        reply = await with_retries(
-            lambda: self.provider.complete(self.system, messages, specs, on_token),
-            attempts=self.model_attempts,
-            on_retry=ctx.emit,
+        traces = tracing.active
+        span = (
+            traces.model_call(ctx.run_id, node.node_id, node.attempt, self.model)
+            if traces is not None
+            else contextlib.nullcontext(None)
         )
-        cost = cost_of(self.model, reply.tokens_in, reply.tokens_out)
+        with span as traced:
+            reply = await with_retries(
+                lambda: self.provider.complete(self.system, messages, specs, on_token),
+                attempts=self.model_attempts,
+                on_retry=ctx.emit,
+            )
+            cost = cost_of(self.model, reply.tokens_in, reply.tokens_out)
+            if traced is not None:
+                traced(reply.tokens_in, reply.tokens_out, cost)
         if (m := metrics.active) is not None:
             m.model_call(self.model, reply.tokens_in, reply.tokens_out, cost)
         usage = Usage(reply.tokens_in, reply.tokens_out, cost, model_calls=1)
@@ -187,15 +210,43 @@ class Agent:
         if not reply.tool_calls:
             return NodeResult(message, usage=usage, is_result=True)
         keys = [f"call{i}" for i in range(len(reply.tool_calls))]
-        spawn = [
-            Spawn(self._kind_of(c.name), {"call": i}, key=k)
-            for i, (k, c) in enumerate(zip(keys, reply.tool_calls, strict=True))
-        ]
+        spawn: list[Spawn | Wait] = []
+        for i, (k, c) in enumerate(zip(keys, reply.tool_calls, strict=True)):
+            wait = self._approval_wait(ctx, i, c.name, c.arguments)
+            if wait is None:
+                spawn.append(Spawn(self._kind_of(c.name), {"call": i}, key=k))
+            else:
+                spawn.append(wait)
+                spawn.append(
+                    Spawn(self._kind_of(c.name), {"call": i, "approval": wait.key}, key=k,
+                          after=[wait.key])
+                )  # fmt: skip
         spawn.append(Spawn("turn", None, key="next", after=keys))
         return NodeResult(message, spawn=spawn, usage=usage)
 
+    def _approval_wait(self, ctx: Context, i: int, name: str, arguments: Any) -> Wait | None:
+        """The wait a call needs before it runs, or None (no approval, or bad arguments:
+        those go back to the model without asking anyone)."""
+        tool = self.tools.get(name)
+        if tool is None or not tool.approval:
+            return None
+        try:
+            validated = tool.validate(arguments)
+        except ToolArgumentsError:
+            return None
+        if not tool.needs_approval(validated):
+            return None
+        data = {"tool": name, "arguments": json.loads(json.dumps(validated, default=str))}
+        return Wait(
+            f"approve-{ctx.node_id[:12]}-{i}",
+            timeout=tool.approval_timeout,
+            data=data,
+            schema=APPROVAL_SCHEMA,
+        )
+
     async def _call_of(self, ctx: Context, node: Node) -> dict[str, Any]:
-        turn = await ctx.output_of(node.parent_ids[0])
+        turn_id = _turn_of(ctx.parents_of, ctx.kind_of, node.node_id)
+        turn = await ctx.output_of(turn_id)
         call: dict[str, Any] = turn["tool_calls"][node.input["call"]]
         return call
 
@@ -229,8 +280,17 @@ class Agent:
     def _tool_handler(self, tool: Tool) -> Handler:
         async def run_tool(ctx: Context, node: Node) -> Message:
             call = await self._call_of(ctx, node)
+            given = call["arguments"]
+            if "approval" in node.input:
+                event = await ctx.event(node.input["approval"])
+                if event.timed_out:
+                    return self._result(call, "not run: approval timed out", is_error=True)
+                if not event.payload["approve"]:
+                    reason = event.payload.get("reason") or "no reason given"
+                    return self._result(call, f"not run: rejected ({reason})", is_error=True)
+                given = event.payload.get("arguments", given)
             try:
-                arguments = tool.validate(call["arguments"])
+                arguments = tool.validate(given)
             except ToolArgumentsError as exc:
                 # Bad arguments go back to the model as the tool's result, to try again.
                 return self._result(call, f"error: {exc}", is_error=True)
@@ -276,11 +336,18 @@ class Agent:
         messages: list[Message] = []
         chain: list[str] = []
         nid: str | None = graph.result_node
+
+        def parents_of(node_id: str) -> tuple[str, ...]:
+            return tuple(graph.spec(node_id).parent_ids)
+
+        def kind_of(node_id: str) -> str:
+            return graph.spec(node_id).kind
+
         while nid is not None:
             chain.append(nid)
-            parents = graph.nodes[nid].spec.parent_ids
+            parents = parents_of(nid)
             chain.extend(reversed(parents))
-            nid = graph.nodes[parents[0]].spec.parent_ids[0] if parents else None
+            nid = _turn_of(parents_of, kind_of, parents[0]) if parents else None
         started = graph.started
         assert started is not None
         messages.append({"role": "user", "content": prompt_of(await codec.decode(started.input))})
@@ -289,3 +356,11 @@ class Agent:
             assert state.completed is not None
             messages.append(await codec.decode(state.completed.output))
         return messages
+
+
+def _turn_of(
+    parents_of: Callable[[str], tuple[str, ...]], kind_of: Callable[[str], str], tool_id: str
+) -> str:
+    """The turn that called a tool: its parent, or its approval wait's parent."""
+    parent = parents_of(tool_id)[0]
+    return parents_of(parent)[0] if kind_of(parent) == WAIT_KIND else parent

@@ -18,6 +18,32 @@ FROM unnest($2::bigint[], $3::bytea[]) AS e(seq, record),
 ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
 WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 
+-- name: append_group
+-- The appends of several runs in one statement (group commit): rows $1/$2/$3 (run, seq,
+-- record); runs in $4 are unfenced, runs in $5 only while their epoch is still $6 (FOR
+-- SHARE, as append_fenced). SKIP LOCKED: a runs row that a claim or a lease renewal is
+-- updating right now is left out instead of waited for (waiting on several rows at once
+-- could deadlock with a renewal of several); such a run, like a fenced-off one, inserts
+-- nothing here and appends alone, where it waits for the row as append_fenced does.
+-- A different record at a taken seq aborts the whole statement (seq NULL) and each run
+-- then appends alone, so a conflict is reported to its own run only. Returns the rows
+-- inserted per run.
+WITH fence AS (
+    SELECT runs.run_id FROM runs
+    JOIN unnest($5::text[], $6::bigint[]) AS f(run_id, epoch)
+      ON runs.run_id = f.run_id AND runs.epoch = f.epoch
+    FOR SHARE OF runs SKIP LOCKED
+), ins AS (
+    INSERT INTO run_log (run_id, seq, record)
+    SELECT e.run_id, e.seq, e.record
+    FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS e(run_id, seq, record)
+    WHERE e.run_id = ANY($4::text[]) OR e.run_id IN (SELECT run_id FROM fence)
+    ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
+    WHERE run_log.record IS DISTINCT FROM EXCLUDED.record
+    RETURNING run_id
+)
+SELECT run_id, count(*)::int FROM ins GROUP BY run_id;
+
 -- name: notify_appends
 -- Tell the event streams of every replica which runs grew ('run_id:last seq' each), in one
 -- statement for all the appends made since the last one. Not in the append itself: a
@@ -41,8 +67,9 @@ SELECT record FROM run_log WHERE run_id = $1 ORDER BY seq;
 -- Insert a run row and its record at seq 0 in one statement; returns 0 if the id is taken.
 WITH run AS (
     INSERT INTO runs (run_id, agent, status, parent_run_id, reason, created_at, updated_at,
-                      owner, epoch)
-    VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8)
+                      owner, epoch, lease_until)
+    VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8,
+            extract(epoch FROM clock_timestamp()) + $10::double precision)
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id
 ), first AS (
@@ -219,6 +246,20 @@ WHERE run_id = $1 AND parent_run_id IS NULL
        OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
   AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp()))
 RETURNING epoch, cancel_requested;
+
+-- name: take_force
+-- Take one named unfinished top-level run for owner $2 at a new epoch whoever holds it (a
+-- takeover): the new epoch fences the old owner's appends and renewals.
+UPDATE runs SET status = 'running', reason = NULL, owner = $2, epoch = runs.epoch + 1,
+       lease_until = extract(epoch FROM clock_timestamp()) + $3,
+       updated_at = extract(epoch FROM clock_timestamp())
+WHERE run_id = $1 AND parent_run_id IS NULL
+  AND status IN ('queued', 'paused', 'waiting', 'running')
+RETURNING epoch, cancel_requested;
+
+-- name: clock
+-- The database's clock, which times leases.
+SELECT extract(epoch FROM clock_timestamp())::double precision;
 
 -- name: request_cancel
 -- Ask for a run to be cancelled, unless it has finished; returns its status then.
