@@ -15,9 +15,11 @@ from pathlib import Path
 
 from bench import (
     agent_turns,
+    blob_memory,
     checkpoint,
     growth,
     memory,
+    model_server,
     overlap,
     rehydrate,
     scheduling,
@@ -35,6 +37,8 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "overlap": overlap.run,
     "growth": growth.run,
     "memory": memory.run,
+    "blob_memory": blob_memory.run,
+    "model_server": model_server.run,
     "agent": agent_turns.run,
     "workers": workers.run,
 }

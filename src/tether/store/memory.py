@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
+from tether import clock
 from tether.errors import RunExists, StaleEpoch, UnknownRun
 from tether.store.base import (
     DRAIN,
@@ -67,7 +68,7 @@ class MemoryRuns(RunTable):
     async def create(self, info: RunInfo, first_record: bytes) -> None:
         if info.run_id in self._s.runs:
             raise RunExists(info.run_id)
-        now = time.time()
+        now = clock.now()  # creation time orders claims; tests set it
         self._s.runs[info.run_id] = replace(info, created_at=now, updated_at=now)
         self._s.logs[info.run_id] = {0: first_record}
 

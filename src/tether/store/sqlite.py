@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tether import clock
 from tether.errors import RunExists, StaleEpoch, StoreError, UnknownRun
 from tether.store.base import LogStore, RunInfo, RunTable, Status, Store
 from tether.store.queries import load_migrations, load_queries
@@ -119,7 +120,7 @@ class SqliteRuns(RunTable):
         self._db = db
 
     async def create(self, info: RunInfo, first_record: bytes) -> None:
-        now = time.time()
+        now = clock.now()  # creation time orders claims; tests set it
 
         def work(conn: sqlite3.Connection) -> None:
             try:
