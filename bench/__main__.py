@@ -21,8 +21,10 @@ from bench import (
     memory,
     model_server,
     overlap,
+    partitions,
     rehydrate,
     scheduling,
+    steps,
     throughput,
     workers,
 )
@@ -40,10 +42,21 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "blob_memory": blob_memory.run,
     "model_server": model_server.run,
     "agent": agent_turns.run,
+    "steps": steps.run,
     "workers": workers.run,
+    "partitions": partitions.run,
 }
 # Families that need the PostgreSQL bench database.
-NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth", "workers"}
+NEEDS_PG = {
+    "checkpoint",
+    "throughput",
+    "rehydrate",
+    "overlap",
+    "growth",
+    "workers",
+    "steps",
+    "partitions",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,14 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 
+# The store is tested behind PgBouncer in transaction mode: Debian's package (not started
+# as a service; the test runs a private one).
+if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then
+  echo "installing pgbouncer"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
+fi
+
 # The store tests run against a real PostgreSQL at 127.0.0.1:5432.
 if ! pg_isready -q -h 127.0.0.1 -p 5432; then
   echo "PostgreSQL is not running; starting it"

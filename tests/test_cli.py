@@ -72,7 +72,8 @@ def test_stop_after_then_resume_gives_the_same_answer(tmp_path: Path) -> None:
     assert run["status"] == "running"  # nobody paused it: it died
     shown = json.loads(tether(tmp_path, "show", str(run["run_id"]), "--json").stdout)
     assert shown["budget"]["used"]["nodes"] == 5
-    resumed = tether(tmp_path, "resume", str(run["run_id"]), "--quiet").stdout
+    # Its lease (5 s by default) may still be live: wait for it, then take the run.
+    resumed = tether(tmp_path, "resume", str(run["run_id"]), "--wait", "--quiet").stdout
     assert answer(resumed) == reference
     shown = json.loads(tether(tmp_path, "show", str(run["run_id"]), "--json").stdout)
     assert shown["status"] == "succeeded"
@@ -119,7 +120,7 @@ def test_show_json_is_stable(tmp_path: Path) -> None:
     view = json.loads(tether(tmp_path, "show", run_id, "--json", "--outputs").stdout)
     assert set(view) == {
         "format", "run_id", "agent", "status", "reason", "parent_run_id", "records", "budget",
-        "result", "waits", "nodes",
+        "result", "waits", "nodes", "state", "lease_left",
     }  # fmt: skip
     assert view["format"] == 1
     assert set(view["budget"]) == {"limits", "used"}

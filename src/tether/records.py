@@ -57,6 +57,11 @@ def body_of(record: pb.Record) -> Body | None:
     return body
 
 
+def label_of(record: pb.Record) -> str:
+    """The body's name as a label for logs and metrics, never to dispatch on."""
+    return body_of(record) or "unknown"
+
+
 # -- building records: every record written to a log is made by one of these --------------
 
 

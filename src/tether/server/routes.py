@@ -17,6 +17,7 @@ from tether import metrics
 from tether.errors import (
     CorruptRecord,
     EventRefused,
+    RunBusy,
     RunExists,
     RunHeldElsewhere,
     RunNotResumable,
@@ -31,7 +32,6 @@ from tether.inspect import run_view
 from tether.runtime import parse_config
 from tether.server.blob_route import get_blob
 from tether.server.events import parse_after, record_stream
-from tether.server.launch import RunBusy
 from tether.server.limits import BodyTooLarge, TooMany
 from tether.server.openapi import openapi
 from tether.server.page import run_page
@@ -124,11 +124,15 @@ async def start_run(request: Request) -> Response:
     )
 
 
-def row_view(info: RunInfo) -> dict[str, Any]:
+def row_view(info: RunInfo, now: float) -> dict[str, Any]:
+    """A runs-table row; `state` tells a live owner (`running`) from a dead one
+    (`orphaned`), `lease_left_s` by the store's clock."""
     return {
         "run_id": info.run_id,
         "agent": info.agent,
         "status": info.status.value,
+        "state": info.state(now),
+        "lease_left_s": info.lease_left(now),
         "reason": info.reason,
         "parent_run_id": info.parent_run_id,
         "created_at": info.created_at,
@@ -167,7 +171,7 @@ async def get_run(request: Request) -> Response:
             "last_record_at_us": graph.last_at_us,
             "wall_ms": graph.wall_ms(),
         },
-        row=publish.view(row_view(info), run_id),
+        row=publish.view(row_view(info, await server.store.runs.clock()), run_id),
         urls=urls(run_id),
     )
     view["parent_run_id"] = (first.parent_run_id or None) if first else None
@@ -194,7 +198,8 @@ async def list_runs(request: Request) -> Response:
         next_url = f"/v1/runs?limit={limit}&offset={offset + limit}"
         if status is not None:
             next_url += f"&status={status.value}"
-    runs = [server.publish.view(row_view(r), r.run_id) for r in rows[:limit]]
+    now = await server.store.runs.clock()
+    runs = [server.publish.view(row_view(r, now), r.run_id) for r in rows[:limit]]
     return JSONResponse({"runs": runs, "next": next_url})
 
 

@@ -119,8 +119,11 @@ class SqliteRuns(RunTable):
     def __init__(self, db: _Db) -> None:
         self._db = db
 
-    async def create(self, info: RunInfo, first_record: bytes) -> None:
+    async def create(
+        self, info: RunInfo, first_record: bytes, *, lease_s: float | None = None
+    ) -> None:
         now = clock.now()  # creation time orders claims; tests set it
+        lease_until = None if lease_s is None else time.time() + lease_s
 
         def work(conn: sqlite3.Connection) -> None:
             try:
@@ -136,6 +139,7 @@ class SqliteRuns(RunTable):
                         now,
                         info.owner,
                         info.epoch,
+                        lease_until,
                     ),
                 )
             except sqlite3.IntegrityError:

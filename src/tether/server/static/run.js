@@ -9,6 +9,7 @@ const state = {
   lastSeq: -1, seqs: [], nodes: new Map(), order: [], status: "connecting", agent: "",
   limits: null, used: { nodes: 0, tokens: 0, cost: 0 }, firstAt: 0, lastAt: 0,
   finished: false, retryMs: 1000, tokens: new Map(), connects: 0, stopped: "", live: 0,
+  waits: new Map(),  // key -> {key, nodeId, data, deadline, sleep, done, answer}
 };
 window.tetherState = state;  // read by the browser test; handy in the console too
 
@@ -23,7 +24,13 @@ function node(id, kind, parents) {
 }
 
 function spawn(specs) {
-  for (const s of specs || []) node(s.node_id, s.kind, s.parent_ids);
+  for (const s of specs || []) {
+    node(s.node_id, s.kind, s.parent_ids);
+    if (s.wait && !state.waits.has(s.wait.key)) {
+      state.waits.set(s.wait.key, { key: s.wait.key, nodeId: s.node_id, data: s.wait.data,
+        deadline: s.wait.deadline_us, sleep: s.wait.sleep, done: false, answer: "" });
+    }
+  }
 }
 
 function applyRecord(r) {
@@ -45,11 +52,24 @@ function applyRecord(r) {
       state.used.cost += r.used.cost;
       state.tokens.delete(r.node_id);
       spawn(r.spawned);
+      if (r.event && state.waits.has(r.event.key)) {
+        const w = state.waits.get(r.event.key);
+        w.done = true;
+        w.answer = r.event.timed_out ? "timed out" : "answered";
+      }
       break;
     }
     case "node_failed": {
       const n = node(r.node_id, r.kind);
       if (n.status !== "completed") { n.status = "failed"; n.error = r.error.message; }
+      break;
+    }
+    case "step_recorded": {
+      // A journaled step of a running node: listed under the node, its usage counted.
+      const n = node(r.node_id);
+      n.steps = (n.steps || []).concat([r.step.name]);
+      state.used.tokens += r.used.tokens_in + r.used.tokens_out;
+      state.used.cost += r.used.cost;
       break;
     }
     case "run_resumed":
@@ -120,9 +140,12 @@ function drawGraph() {
                         transform: `translate(${p.x},${p.y})` });
     g.append(el("rect", { width: W, height: H }));
     g.append(el("text", { x: 8, y: 17 }, `${n.kind} · ${n.status}`));
-    const facts = n.status === "completed" ? `${n.wallMs} ms · ${n.tokens} tok` : id.slice(0, 16);
+    const steps = n.steps ? ` · ${n.steps.length} steps` : "";
+    const facts = n.status === "completed" ? `${n.wallMs} ms · ${n.tokens} tok${steps}`
+      : (n.steps ? `${n.steps.length} steps · ${n.steps[n.steps.length - 1]}` : id.slice(0, 16));
     g.append(el("text", { x: 8, y: 35 }, facts));
-    g.append(el("title", {}, `${id}\n${n.kind}: ${n.status}${n.error ? "\n" + n.error : ""}`));
+    const listed = n.steps ? "\nsteps:\n  " + n.steps.join("\n  ") : "";
+    g.append(el("title", {}, `${id}\n${n.kind}: ${n.status}${n.error ? "\n" + n.error : ""}${listed}`));
     svg.append(g);
   }
 }
@@ -152,6 +175,74 @@ function drawBudget() {
     ...bar("wall", wallS, (lim.max_wall_ms || 0) / 1000, (v) => v.toFixed(1) + " s"));
 }
 
+// Answers go to the JSON API with the token typed on the page, in a header: the page's
+// session cookie only ever reads (it never changes a run), so a page alone cannot answer.
+async function answer(w, payload, out) {
+  const token = document.getElementById("token").value.trim();
+  if (!token) { out.textContent = "enter the API token first"; return; }
+  out.textContent = "sending…";
+  try {
+    const r = await fetch(
+      `/v1/runs/${encodeURIComponent(RUN_ID)}/signals/${encodeURIComponent(w.key)}`,
+      { method: "POST", credentials: "omit", body: JSON.stringify(payload),
+        headers: { "Authorization": `Bearer ${token}`, "Content-Type": "application/json" } });
+    const body = await r.json().catch(() => ({}));
+    out.textContent = r.ok ? `recorded (${r.status})`
+      : `refused (${r.status}): ${(body.error && body.error.message) || ""}`;
+  } catch (e) {
+    out.textContent = `not sent: ${e}`;
+  }
+}
+
+function button(label, onClick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = label;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+function drawWaits() {
+  const open = [...state.waits.values()].filter((w) => !w.done && !state.finished);
+  const box = document.getElementById("waits");
+  box.hidden = open.length === 0;
+  const list = document.getElementById("wait-list");
+  const shown = new Set([...list.children].map((d) => d.dataset.key));
+  for (const d of [...list.children]) {
+    if (!open.some((w) => w.key === d.dataset.key)) d.remove();
+  }
+  for (const w of open) {
+    if (shown.has(w.key)) continue;  // keep what a person is typing
+    const d = document.createElement("div");
+    d.className = "wait";
+    d.dataset.key = w.key;
+    const title = document.createElement("strong");
+    const until = w.deadline ? ` (times out ${new Date(w.deadline / 1000).toLocaleString()})` : "";
+    title.textContent = `${w.sleep ? "sleep" : "wait"} ${w.key}${until}`;
+    const data = document.createElement("pre");
+    data.textContent = JSON.stringify(w.data, null, 2);
+    const out = document.createElement("span");
+    out.className = "answer";
+    d.append(title, data);
+    if (!w.sleep) {
+      const raw = document.createElement("textarea");
+      raw.rows = 2;
+      raw.placeholder = "or any JSON payload";
+      d.append(
+        button("Approve", () => answer(w, { approve: true }, out)),
+        button("Reject", () => answer(w, { approve: false, reason: "rejected on the run page" }, out)),
+        raw,
+        button("Send JSON", () => {
+          let payload;
+          try { payload = JSON.parse(raw.value); } catch (e) { out.textContent = `not JSON: ${e}`; return; }
+          answer(w, payload, out);
+        }),
+        out);
+    }
+    list.append(d);
+  }
+}
+
 function drawTokens() {
   const box = document.getElementById("tokens");
   box.replaceChildren(...[...state.tokens].map(([id, text]) => {
@@ -175,6 +266,7 @@ function draw() {
     document.getElementById("records").textContent = `${state.seqs.length} records`;
     document.getElementById("reason").textContent = state.reason || "";
     drawBudget();
+    drawWaits();
     drawGraph();
     drawTokens();
   });
