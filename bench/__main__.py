@@ -20,6 +20,7 @@ from bench import (
     growth,
     memory,
     model_server,
+    operations,
     overlap,
     partitions,
     rehydrate,
@@ -44,6 +45,7 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "agent": agent_turns.run,
     "steps": steps.run,
     "workers": workers.run,
+    "operations": operations.run,
     "partitions": partitions.run,
 }
 # Families that need the PostgreSQL bench database.
@@ -55,6 +57,7 @@ NEEDS_PG = {
     "growth",
     "workers",
     "steps",
+    "operations",
     "partitions",
 }
 
