@@ -108,24 +108,34 @@ async def _deliver_held(
     event_id: str,
     epoch: int,
     was: Status,
-    reason: str | None,
+    was_reason: str | None,
 ) -> Delivered:
     """With the run taken at `epoch`: read it again, append the event, give it back."""
-    status, wake_at, seq = was, None, None
+    status, reason, wake_at, seq = was, was_reason, None, None
     try:
         graph = await rt.load(run_id)
-        status, reason, wake_at = _given_back(graph, was, reason)
-        state = find_wait(graph, key, event_id)
-        if state is not None:
-            check_payload(graph, state, payload)
-            value = await rt.new_codec().encode(payload)  # blobs first
-            record = event_record(state, value, event_id)
-            rt.check_record_size(run_id, state.spec.node_id, encode(record))
-            seq = await rt.writer.write(graph, record, epoch=epoch)
-        status, reason, wake_at = _given_back(graph, was, reason)
+        # Given back as it was unless the event lands (computed first: a refusal keeps it).
+        status, reason, wake_at = _given_back(graph, was, was_reason)
+        seq = await _append_event(rt, graph, key, payload, event_id, epoch)
+        status, reason, wake_at = _given_back(graph, was, was_reason)
     finally:
         await rt.store.leases.release(run_id, epoch, status, reason, wake_at=wake_at)
     return Delivered(run_id, key, seq, seq is None, status)
+
+
+async def _append_event(
+    rt: Runtime, graph: Graph, key: str, payload: Any, event_id: str, epoch: int
+) -> int | None:
+    """With the run taken at `epoch`, judged again on its log: append the event; its seq,
+    or None if this event was recorded before."""
+    state = find_wait(graph, key, event_id)
+    if state is None:
+        return None
+    check_payload(graph, state, payload)
+    value = await rt.new_codec().encode(payload)  # blobs first
+    record = event_record(state, value, event_id)
+    rt.check_record_size(graph.run_id, state.spec.node_id, encode(record))
+    return await rt.writer.write(graph, record, epoch=epoch)
 
 
 async def _deliver_to_child(
@@ -151,14 +161,7 @@ async def _deliver_to_child(
         epoch = claim.epoch
         for child, parent in zip(reversed(chain[:-1]), reversed(chain[1:]), strict=True):
             epoch = await rt.store.leases.adopt_child(child, rt.owner, parent, epoch)
-        graph = await rt.load(run_id)
-        state = find_wait(graph, key, event_id)
-        if state is not None:
-            check_payload(graph, state, payload)
-            value = await rt.new_codec().encode(payload)
-            record = event_record(state, value, event_id)
-            rt.check_record_size(run_id, state.spec.node_id, encode(record))
-            seq = await rt.writer.write(graph, record, epoch=epoch)
+        seq = await _append_event(rt, await rt.load(run_id), key, payload, event_id, epoch)
         status, reason, wake_at = _given_back(await rt.load(top.run_id), top.status, top.reason)
     finally:
         await rt.store.leases.release(top.run_id, claim.epoch, status, reason, wake_at=wake_at)
