@@ -15,9 +15,11 @@ from pathlib import Path
 
 from bench import (
     agent_turns,
+    blob_memory,
     checkpoint,
     growth,
     memory,
+    model_server,
     operations,
     overlap,
     partitions,
@@ -38,6 +40,8 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "overlap": overlap.run,
     "growth": growth.run,
     "memory": memory.run,
+    "blob_memory": blob_memory.run,
+    "model_server": model_server.run,
     "agent": agent_turns.run,
     "steps": steps.run,
     "workers": workers.run,
