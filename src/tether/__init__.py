@@ -18,6 +18,8 @@ from tether.core import (
 from tether.delivery import Delivered
 from tether.errors import (
     BadEventPayload,
+    BadInput,
+    BadRunId,
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
@@ -55,6 +57,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BadEventPayload",
+    "BadInput",
+    "BadRunId",
     "Budget",
     "ChildFailed",
     "ChildPaused",

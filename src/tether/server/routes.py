@@ -15,6 +15,8 @@ from starlette.routing import BaseRoute, Route
 
 from tether import metrics
 from tether.errors import (
+    BadInput,
+    BadRunId,
     CorruptRecord,
     EventRefused,
     RunBusy,
@@ -379,6 +381,8 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         RunExists: (409, "run_exists"),
         RunNotResumable: (409, "run_finished"),
         RunBusy: (409, "run_busy"),
+        BadInput: (422, "bad_input"),
+        BadRunId: (400, "bad_run_id"),
         UnknownAgent: (422, "unknown_agent"),
         StoreUnavailable: (503, "store_unavailable"),
         CorruptRecord: (500, "corrupt_record"),
