@@ -155,3 +155,21 @@ async def test_steps_show_as_children_of_their_node(store: Store) -> None:
     assert step_view["body"] == "step_recorded"
     assert step_view["step"] == {"index": 0, "name": "plan", "attempt": 1}
     assert step_view["output"] == {"name": "plan", "i": 0}
+
+
+async def test_tether_show_lists_steps_under_their_node(store: Store) -> None:
+    from rich.console import Console
+
+    from tether.display import graph_tree
+
+    outcome = await Runtime(store).start(sa.steps_agent, None)
+    console = Console(record=True, width=120)
+    console.print(graph_tree(await Runtime(store).load(outcome.run_id)))
+    text = console.export_text()
+    lines = [line.strip(" │├└─") for line in text.splitlines()]
+    assert [line.split("  ")[0] for line in lines if line.startswith("step ")] == [
+        "step 0 plan",
+        "step 1 fetch",
+        "step 2 write",
+    ]
+    assert "15 tok" in text
