@@ -18,6 +18,7 @@ from tether.core import (
 from tether.delivery import Delivered
 from tether.errors import (
     BadEventPayload,
+    BadFork,
     BadInput,
     BadRunId,
     ChildFailed,
@@ -57,6 +58,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BadEventPayload",
+    "BadFork",
     "BadInput",
     "BadRunId",
     "Budget",
