@@ -25,6 +25,7 @@ TOKEN = "test-token"
 CHAIN = "tests.server.agents:chain"
 FILES = "tests.server.agents:files"
 FORGER = "tests.server.agents:forger"
+CONSOLE = "tests.server.agents:console"
 SRC = Path(tether.__file__).resolve().parent.parent
 ROOT = SRC.parent
 

@@ -5,7 +5,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tether.store.base import DRAIN, Claim, Leases, LogStore, RunInfo, RunTable, Status, Store
+from tether.store.base import (
+    DRAIN,
+    EVERY_RUN,
+    Claim,
+    Leases,
+    LogStore,
+    RunFilter,
+    RunInfo,
+    RunTable,
+    Status,
+    Store,
+)
 
 DEFAULT_DATA_DIR = ".tether"
 
@@ -56,9 +67,11 @@ async def migrate_url(url: str | None = None) -> list[str]:
 
 __all__ = [
     "DRAIN",
+    "EVERY_RUN",
     "Claim",
     "Leases",
     "LogStore",
+    "RunFilter",
     "RunInfo",
     "RunTable",
     "Status",

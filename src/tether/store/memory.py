@@ -8,7 +8,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from tether.errors import RunExists, StaleEpoch, UnknownRun
-from tether.store.base import DRAIN, Claim, Leases, LogStore, RunInfo, RunTable, Status, Store
+from tether.store.base import (
+    DRAIN,
+    EVERY_RUN,
+    Claim,
+    Leases,
+    LogStore,
+    RunFilter,
+    RunInfo,
+    RunTable,
+    Status,
+    Store,
+)
 from tether.store.judgement import AppendFacts, judge_append
 
 
@@ -77,11 +88,25 @@ class MemoryRuns(RunTable):
         self._s.runs[run_id] = replace(info, status=status, reason=reason, updated_at=time.time())
 
     async def list(
-        self, *, status: Status | None = None, limit: int = 100, offset: int = 0
+        self,
+        *,
+        status: Status | None = None,
+        where: RunFilter = EVERY_RUN,
+        limit: int = 100,
+        offset: int = 0,
     ) -> list[RunInfo]:
         rows = sorted(self._s.runs.values(), key=lambda r: (-r.created_at, r.run_id))
-        rows = [r for r in rows if status is None or r.status == status]
+        rows = [r for r in rows if (status is None or r.status == status) and _admits(where, r)]
         return rows[offset : offset + limit]
+
+
+def _admits(where: RunFilter, info: RunInfo) -> bool:
+    return (
+        (where.agent is None or info.agent == where.agent)
+        and (where.run_id_prefix is None or info.run_id.startswith(where.run_id_prefix))
+        and (where.parent_run_id is None or info.parent_run_id == where.parent_run_id)
+        and not (where.top_level and info.parent_run_id is not None)
+    )
 
 
 def _runnable(info: RunInfo, now: float) -> bool:
