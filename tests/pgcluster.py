@@ -144,6 +144,10 @@ class PgCluster:
     def restart(self, mode: str = "fast") -> None:
         """Stop and start again on the same port (clients reconnect to the same URL)."""
         self.stop(mode)
+        self.start_again()
+
+    def start_again(self) -> None:
+        """Start a stopped cluster on the port it had (clients reconnect to the same URL)."""
         _run(self._ctl("start", "-w", "-t", "60", "-l", str(self.log_file)))
 
     def promote(self) -> None:

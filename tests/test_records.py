@@ -42,6 +42,32 @@ def test_golden_v1_log_decodes_and_rebuilds_the_run() -> None:
     assert result["content"].startswith("Answer to 'golden': the strongest finding is")
 
 
+def test_golden_v1_steps_log_decodes_with_its_journaled_steps() -> None:
+    rows = read_golden("v1_steps.log")
+    graph = Graph("golden")
+    for record in r.decode_log("golden", rows):
+        graph.apply(record)
+    bodies = [rec.WhichOneof("body") for rec in r.decode_log("golden", rows)]
+    assert bodies == [
+        "run_started",
+        "step_recorded",
+        "step_recorded",
+        "run_resumed",
+        "step_recorded",
+        "node_completed",
+        "run_finished",
+    ]
+    assert graph.status == "succeeded"
+    (root,) = graph.order
+    steps = graph.nodes[root].steps
+    assert steps is not None
+    assert [(i, steps[i].name) for i in sorted(steps)] == [(0, "plan"), (1, "fetch"), (2, "write")]
+    assert graph.tokens == 45
+    assert graph.finished is not None
+    result = r.inline_json(graph.finished.run_finished.result)
+    assert [step["name"] for step in result] == ["plan", "fetch", "write"]
+
+
 def test_every_row_is_a_one_record_chunk_and_rows_concatenate() -> None:
     rows = read_golden("v1.log")
     one_by_one = [r.decode_one("golden", seq, row) for seq, row in enumerate(rows)]

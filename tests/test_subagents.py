@@ -8,6 +8,7 @@ import pytest
 
 from tests.agents import EXECUTIONS, uid
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
+from tether.errors import StaleEpoch
 from tether.ids import child_run_id
 from tether.records import decode_log
 
@@ -26,6 +27,11 @@ async def plan(ctx: Context, node: Node) -> NodeResult:
 async def delegate(ctx: Context, node: Node) -> NodeResult:
     EXECUTIONS[ctx.idempotency_key] += 1
     answer = await ctx.run_child(child, {"n": node.input["n"], "gate": node.input.get("gate")})
+    hold = node.input.get("hold")
+    if hold and EXECUTIONS[ctx.idempotency_key] == 1:
+        # The child has finished; the parent "dies" before its node is recorded.
+        REACHED.setdefault(hold, asyncio.Event()).set()
+        await asyncio.Event().wait()
     return NodeResult({"child said": answer}, is_result=True)
 
 
@@ -97,3 +103,44 @@ async def test_a_drained_child_pauses_its_parent(store: Store) -> None:
     done = await Runtime(store).resume(p3)
     assert done.status is Status.SUCCEEDED
     assert done.result == {"child said": "4 steps"}
+
+
+@pytest.mark.parametrize("owned", [False, True], ids=["in_process", "worker_epoch"])
+async def test_a_child_row_left_running_by_a_crash_after_the_child_finished_is_settled(
+    store: Store, owned: bool
+) -> None:
+    """Runtime._settle_child_row: the chaos test's child-row bug.
+
+    A crash after a child's RunFinished was appended and before its row was updated
+    left the row `running` for good: the resumed parent read the child's result back
+    from its log and never looked at the row again.
+    """
+    p = uid("p4")
+    hold = uid("h")
+    task = asyncio.create_task(Runtime(store).start(parent, {"n": 2, "hold": hold}, run_id=p))
+    await REACHED.setdefault(hold, asyncio.Event()).wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    child_id = next(r.run_id for r in await store.runs.list() if r.parent_run_id == p)
+    # The state that crash leaves: the child's log ends with RunFinished, its row does not.
+    await store.runs.set_status(child_id, Status.RUNNING)
+
+    epoch = None
+    if owned:
+        await store.runs.set_status(p, Status.PAUSED, reason="drain")
+        claim = await store.leases.take(p, "w2", 30)
+        assert claim is not None
+        epoch = claim.epoch
+    outcome = await Runtime(store).resume(p, epoch=epoch)
+    assert outcome.status is Status.SUCCEEDED
+    assert outcome.result == {"child said": "2 steps"}
+    info = await store.runs.get(child_id)
+    assert info is not None and info.status is Status.SUCCEEDED
+    child_keys = [c for k, c in EXECUTIONS.items() if k.startswith(f"{child_id}:")]
+    assert child_keys == [1, 1]  # the child's nodes never ran again
+    if owned:
+        # Settled at a child epoch of its own: the parent's old epoch is fenced off there.
+        assert info.epoch > 0
+        with pytest.raises(StaleEpoch):
+            await store.leases.adopt_child(child_id, "w1", p, epoch - 1)

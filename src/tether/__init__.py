@@ -1,7 +1,17 @@
 """tether: a durable runtime for long-running LLM agents."""
 
 from tether.context import Context
-from tether.core import Budget, Fallback, Handler, Node, NodeResult, Retry, Spawn, Usage
+from tether.core import (
+    Budget,
+    Fallback,
+    Handler,
+    Node,
+    NodeResult,
+    Retry,
+    Spawn,
+    StepResult,
+    Usage,
+)
 from tether.errors import (
     ChildFailed,
     ChildPaused,
@@ -9,11 +19,15 @@ from tether.errors import (
     CorruptRecord,
     InvalidSpawn,
     NodeTimeout,
+    NonDeterministicStep,
     OutputNotSerializable,
     RecordTooLarge,
     RunExists,
+    RunMustPause,
     RunNotResumable,
     StaleEpoch,
+    StepBudgetExhausted,
+    StepTimeout,
     StoreError,
     StoreUnavailable,
     TetherError,
@@ -43,6 +57,7 @@ __all__ = [
     "Node",
     "NodeResult",
     "NodeTimeout",
+    "NonDeterministicStep",
     "Outcome",
     "OutputNotSerializable",
     "RecordTooLarge",
@@ -50,11 +65,15 @@ __all__ = [
     "Retry",
     "RunExists",
     "RunInfo",
+    "RunMustPause",
     "RunNotResumable",
     "Runtime",
     "Spawn",
     "StaleEpoch",
     "Status",
+    "StepBudgetExhausted",
+    "StepResult",
+    "StepTimeout",
     "Store",
     "StoreError",
     "StoreUnavailable",

@@ -191,7 +191,19 @@ async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s",
     )
     runtime = Runtime(store, grace=args.grace)
-    worker = Worker(runtime, concurrency=args.concurrency, lease_ttl=args.lease_ttl, poll=args.poll)
+    retain = None
+    if args.retain:
+        from tether.ops import parse_duration
+
+        retain = parse_duration(args.retain)
+    worker = Worker(
+        runtime,
+        concurrency=args.concurrency,
+        lease_ttl=args.lease_ttl,
+        poll=args.poll,
+        retain=retain,
+        retain_every=args.retain_every,
+    )
     # A signal handler only sets events (loop.add_signal_handler, so they reach the loop);
     # the worker decides: the first drains, a second cancels what is still in flight.
     loop = asyncio.get_running_loop()
@@ -252,6 +264,45 @@ def _run_row(r: Any) -> dict[str, Any]:
         "epoch": r.epoch,
         "lease_until": r.lease_until,
     }
+
+
+async def cmd_runs_prune(store: Store, args: argparse.Namespace) -> int:
+    from tether.ops import parse_duration, prune
+    from tether.store.retention import FINISHED
+
+    older_than = parse_duration(args.finished_before)
+    report = await prune(
+        store,
+        older_than=older_than,
+        statuses=[Status(s) for s in args.status] if args.status else FINISHED,
+        agent=args.agent,
+        dry_run=args.dry_run,
+    )
+    if args.list:
+        for run_id in report.run_ids:
+            print(run_id)
+    verb = "would remove" if report.dry_run else "removed"
+    console.print(
+        f"{verb} {report.runs} runs finished before {args.finished_before} ago "
+        f"(+{report.child_runs} sub-agent runs): {report.rows} log rows, {report.bytes} bytes"
+        + (f"; kept {report.skipped} with a live sub-agent run" if report.skipped else "")
+        + ("" if report.dry_run else "; `tether blobs gc` now frees their blobs")
+    )
+    return 0
+
+
+async def cmd_runs_delete(store: Store, args: argparse.Namespace) -> int:
+    from tether.ops import delete_run
+
+    async with _open_blobs(store, args) as blobs:
+        report = await delete_run(store, args.run_id, blobs=blobs)
+    console.print(
+        f"deleted run {report.run_id} ({report.runs} runs with its sub-agent runs): "
+        f"{report.rows} log rows, {report.log_bytes} bytes; {report.blobs} blobs, "
+        f"{report.blob_bytes} bytes"
+        + (f"; kept {report.blobs_kept} blobs other runs point to" if report.blobs_kept else "")
+    )
+    return 0
 
 
 async def cmd_show(store: Store, args: argparse.Namespace) -> int:
@@ -432,6 +483,31 @@ def _serve_limits(srv: argparse.ArgumentParser) -> None:
     )
 
 
+def _runs_retention(runs: argparse.ArgumentParser) -> None:
+    """`tether runs prune` and `tether runs delete`."""
+    runs_sub = runs.add_subparsers(dest="runs_command")
+    finished = [s.value for s in Status if s.finished]
+    prune = runs_sub.add_parser("prune", help="delete finished runs older than a duration")
+    prune.add_argument(
+        "--finished-before",
+        required=True,
+        metavar="DURATION",
+        help="delete runs that finished more than this long ago, e.g. 30d, 12h, 1d12h",
+    )
+    prune.add_argument(
+        "--status", action="append", choices=finished, help="only runs that ended so; repeat"
+    )
+    prune.add_argument("--agent", help="only runs of this agent")
+    prune.add_argument("--dry-run", action="store_true", help="report what would be removed")
+    prune.add_argument("--list", action="store_true", help="print each removed run id")
+    prune.set_defaults(fn=cmd_runs_prune)
+    delete = runs_sub.add_parser(
+        "delete", help="delete a finished run, its sub-agent runs and blobs no other run uses"
+    )
+    delete.add_argument("run_id")
+    delete.set_defaults(fn=cmd_runs_delete)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tether", description="A durable runtime for LLM agents.")
     parser.add_argument(
@@ -477,6 +553,17 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--poll", type=float, default=1.0, help="seconds between looks for expired leases"
     )
+    worker.add_argument(
+        "--retain",
+        metavar="DURATION",
+        help="prune runs finished longer ago than this (e.g. 30d); one worker at a time does",
+    )
+    worker.add_argument(
+        "--retain-every",
+        type=float,
+        default=600.0,
+        help="seconds between retention passes (600)",
+    )
     worker.set_defaults(fn=cmd_worker)
 
     submit = sub.add_parser("submit", help="queue a run for the workers; prints its id")
@@ -486,11 +573,12 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--run-id", help="the run's id (default: a new one)")
     submit.set_defaults(fn=cmd_submit)
 
-    runs = sub.add_parser("runs", help="list runs")
+    runs = sub.add_parser("runs", help="list runs; prune or delete them")
     runs.add_argument("--status", choices=[s.value for s in Status])
     runs.add_argument("--limit", type=int, default=50)
     runs.add_argument("--json", action="store_true")
     runs.set_defaults(fn=cmd_runs)
+    _runs_retention(runs)
 
     show = sub.add_parser("show", help="a run's graph, status, budget and timings")
     show.add_argument("run_id")

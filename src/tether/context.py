@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Callable
 from typing import TYPE_CHECKING, Any
 
 from tether.blobs import BlobError, BlobReader, BlobRef, BlobStore
-from tether.core import Budget, Node, Usage
+from tether.core import Budget, Node, Retry, Usage
+from tether.steps import StepJournal
 from tether.values import ref_of
 
 if TYPE_CHECKING:
@@ -23,6 +24,8 @@ class Context:
         self.usage = Usage()
         # Blobs attached by this attempt; listed in the node's record when it completes.
         self.attachments: list[BlobRef] = []
+        # Made by the first ctx.step: most handlers take no steps.
+        self.journal: StepJournal | None = None
 
     @property
     def run_id(self) -> str:
@@ -104,6 +107,29 @@ class Context:
     def open_blob(self, ref: BlobRef) -> BlobReader:
         """Stream a blob's chunks (`async with ctx.open_blob(ref) as chunks: ...`)."""
         return self.blobs.open(ref)
+
+    # -- journaled steps -----------------------------------------------------------
+
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        retry: Retry | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Run `fn(*args)` (sync or async) as a journaled step and return its result.
+
+        The result is recorded (as JSON; large ones in the blob store) before this returns.
+        When this node runs again after a crash, a drain or a failed attempt, a step
+        already recorded at this position returns its recorded result without running;
+        a different `name` there raises NonDeterministicStep and pauses the run. `fn` may
+        return `StepResult(output, usage)` to count tokens and cost against the budget.
+        `retry` and `timeout_s` apply to this step alone; budgets are checked before it.
+        """
+        if self.journal is None:
+            self.journal = StepJournal(self._run, self.node.node_id)
+        return await self.journal.step(name, fn, args, retry=retry, timeout_s=timeout_s)
 
     # -- graph -------------------------------------------------------------------
 

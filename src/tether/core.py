@@ -95,3 +95,11 @@ class Budget:
 
 Handler = Callable[["Context", Node], Awaitable["NodeResult | Any"]]
 Fallback = Callable[["Context", Node, BaseException], Awaitable["NodeResult | Any"]]
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What a journaled step may return to record its usage along with its output."""
+
+    output: Any = None
+    usage: Usage | None = None

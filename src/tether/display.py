@@ -49,6 +49,13 @@ class Progress:
                     f"seq {seq:>3}  {short:<10} {nf.kind:<9} "
                     f"FAILED {nf.error_type}: {nf.message[:40]}"
                 )
+            case "step_recorded":
+                sr = record.step_recorded
+                self.tokens += sr.used.tokens_in + sr.used.tokens_out
+                line = (
+                    f"seq {seq:>3}  {short:<10} step {sr.index:<4} {sr.node_id[:8]:<8}"
+                    f" {sr.used.wall_ms:>5} ms  {sr.name[:30]}"
+                )
             case "run_started" | "run_paused" | "run_resumed" | "run_finished" | None:
                 line = f"seq {seq:>3}  {short:<10} {body}"
             case _:
@@ -97,6 +104,11 @@ def graph_tree(graph: Graph, title: str | None = None) -> Tree:
         else:
             text = Text(f"{state.spec.kind} {nid[:8]}  pending", style="yellow")
         branch = parent.add(text)
+        for i in sorted(state.steps or ()):
+            sr = (state.steps or {})[i]
+            tokens = sr.used.tokens_in + sr.used.tokens_out
+            extra = f"  {tokens} tok" if tokens else ""
+            branch.add(Text(f"step {i} {sr.name}  {sr.used.wall_ms} ms{extra}", style="cyan"))
         for child in children.get(nid, []):
             add(branch, child)
 

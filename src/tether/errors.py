@@ -121,3 +121,56 @@ class ChildFailed(TetherError):
 
 class RunNotResumable(TetherError):
     """The run has finished, so it cannot be resumed."""
+
+
+class RunMustPause(TetherError):
+    """A node cannot go on now and must not be recorded: the run pauses with this reason."""
+
+
+class NonDeterministicStep(RunMustPause):
+    """A node's handler asked for a different step than the one recorded at that position.
+
+    The handler's code changed since the steps were recorded (or it is not deterministic):
+    the run pauses, nothing is recorded, and it can resume once the code matches again.
+    """
+
+    def __init__(self, run_id: str, node_id: str, index: int, recorded: str, asked: str) -> None:
+        super().__init__(
+            f"run {run_id} node {node_id}: non-deterministic step {index}: the log recorded "
+            f"step {recorded!r} at this position, the handler now asks for {asked!r}; deploy "
+            "the code that recorded the run to resume it, or start a new run"
+        )
+        self.run_id = run_id
+        self.node_id = node_id
+        self.index = index
+        self.recorded = recorded
+        self.asked = asked
+
+
+class StepBudgetExhausted(RunMustPause):
+    """A budget ran out between two journaled steps of a node."""
+
+
+class StepTimeout(TetherError):
+    """A journaled step ran past its timeout."""
+
+
+class InvalidDuration(TetherError, ValueError):
+    """A duration such as `30d` or `12h` could not be read."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(
+            f"duration {text!r} is not valid: use a number and a unit, e.g. 90s, 30m, 12h, 30d, 2w"
+        )
+        self.text = text
+
+
+class RunIsLive(TetherError):
+    """A run (or one of its sub-agent runs) is not finished, so it may not be deleted."""
+
+    def __init__(self, run_id: str, live_run_id: str, status: str) -> None:
+        which = "it is" if live_run_id == run_id else f"its sub-agent run {live_run_id!r} is"
+        super().__init__(
+            f"run {run_id!r} was not deleted: {which} {status}; cancel it or wait until it finishes"
+        )
+        self.run_id = run_id

@@ -20,7 +20,7 @@ from tether.errors import (
     NodeTimeout,
     OutputNotSerializable,
     RecordTooLarge,
-    StaleEpoch,
+    RunMustPause,
     TetherError,
     UnknownNodeKind,
 )
@@ -37,6 +37,7 @@ from tether.records import (
     run_finished,
     run_paused,
 )
+from tether.steps import STOPS_NODE
 from tether.store.base import Status
 from tether.values import pb_of
 
@@ -81,6 +82,9 @@ class RunExecutor:
         # Set by Runtime.cancel: stop launching, cancel what is in flight, record CANCELLED.
         self.cancelling = asyncio.Event()
         self.finished = asyncio.Event()
+        # Journaled steps append from node tasks while the loop appends completions: one
+        # append at a time, so each takes the graph's next seq (uncontended, it never waits).
+        self.append_lock = asyncio.Lock()
 
     # -- the loop --------------------------------------------------------------
 
@@ -145,7 +149,8 @@ class RunExecutor:
                     nid = tasks.pop(task)
                     batch.extend(self._collect(task, nid))
                 if batch:
-                    queue.extend(await rt.writer.commit(g, batch, epoch=self.epoch))
+                    async with self.append_lock:
+                        queue.extend(await rt.writer.commit(g, batch, epoch=self.epoch))
                     self._note_failures(batch)
         finally:
             drain_wait.cancel()
@@ -171,11 +176,25 @@ class RunExecutor:
                 for w in waits:
                     w.cancel()
 
+    async def record_step(self, record: Record, data: bytes) -> None:
+        """Append a journaled step's record (checked here, encoded by the caller)."""
+        async with self.append_lock:
+            try:
+                self.graph.check(record)
+            except GraphError as exc:
+                raise InvalidSpawn(f"run {self.graph.run_id}: a step record {exc}") from None
+            await self.runtime.writer.commit(self.graph, [(record, data)], epoch=self.epoch)
+
     def _collect(self, task: asyncio.Future[Any], node_id: str) -> list[tuple[Record, bytes]]:
         exc = task.exception()
         if exc is None:
             records: list[tuple[Record, bytes]] = task.result()
             return records
+        if isinstance(exc, RunMustPause):
+            # A step that does not match its record, or a budget spent between steps: the
+            # node stays unrecorded and the run pauses with the reason.
+            self._pause = self._pause or str(exc)
+            return []
         if isinstance(exc, ChildPaused):
             # A child drained along with this run is not a reason of its own: the run
             # pauses for the drain and stays runnable.
@@ -227,8 +246,9 @@ class RunExecutor:
             record = run_finished(
                 status, error=f"stuck: nodes {stuck} wait for parents that can never be recorded"
             )
-        await rt.writer.write(g, record, epoch=self.epoch)
-        await rt.store.runs.set_status(g.run_id, status, reason=g.reason or None, epoch=self.epoch)
+        # The record, the row's status and the lease's release in one transaction.
+        async with self.append_lock:  # a shielded step append may still be landing
+            await rt.writer.finish(g, record, epoch=self.epoch)
         if status is Status.SUCCEEDED and g.result_node is not None:
             # Read after the finish is recorded: an unreadable result blob loses nothing.
             out = g.nodes[g.result_node].completed
@@ -239,7 +259,7 @@ class RunExecutor:
     # -- one node --------------------------------------------------------------
 
     async def _run_node(self, node_id: str) -> list[tuple[Record, bytes]]:
-        spec = self.graph.nodes[node_id].spec
+        spec = self.graph.spec(node_id)
         try:
             handler = self.registry.get(spec.kind)
         except UnknownNodeKind as exc:
@@ -256,10 +276,18 @@ class RunExecutor:
             started_us, t0 = now_us(), time.perf_counter()
             try:
                 out = await _call(handler, ctx, node)
+                if ctx.journal is not None:
+                    ctx.journal.check_done()
                 return [await self._completed_record(spec, ctx, out, attempt, started_us, t0)]
-            except (ChildPaused, BlobError, StaleEpoch):  # pause, or fenced off: record nothing
+            except STOPS_NODE:  # pause, or fenced off: record nothing
                 raise
             except Exception as exc:
+                if isinstance(exc, ExceptionGroup):
+                    # A handler's task group (a framework running tools at once) wraps a
+                    # step's pause or fence: unwrap it, so the run pauses instead of failing.
+                    stop = _first_stop(exc)
+                    if stop is not None:
+                        raise stop from exc
                 retryable = isinstance(exc, handler.retry.retry_on) and not isinstance(
                     exc, _PERMANENT
                 )
@@ -281,7 +309,7 @@ class RunExecutor:
                     done = await self._completed_record(
                         spec, ctx, out, attempt, started_us, t0, fallback=True
                     )
-                except (ChildPaused, BlobError, StaleEpoch):
+                except STOPS_NODE:
                     raise
                 except Exception as fb_exc:
                     log.warning(
@@ -402,6 +430,18 @@ async def _call(handler: HandlerSpec, ctx: Context, node: Node) -> Any:
                 f"handler for {node.kind!r} timed out after {handler.timeout:g}s"
             ) from None
         raise
+
+
+def _first_stop(group: BaseExceptionGroup[Any]) -> BaseException | None:
+    """The first pause or fence in a (nested) exception group, if any."""
+    for exc in group.exceptions:
+        if isinstance(exc, STOPS_NODE):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_stop(exc)
+            if found is not None:
+                return found
+    return None
 
 
 async def _cancel_all(tasks: dict[asyncio.Future[Any], str]) -> None:

@@ -2,7 +2,8 @@
 
 The spec is `point:N[,point:N...]`: the process kills itself (no cleanup, as an OOM kill
 or a power cut would) the Nth time it reaches `point`. Points: `before_append`,
-`after_append` (the executor's append), `after_claim`, `before_release` (the worker).
+`after_append` (the executor's append), `after_claim`, `before_release` (a run's finish:
+its last record, status and release in one transaction).
 Unset, `hit` costs one truth test.
 """
 

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
 from tether.records import (
     Body,
     BudgetLimits,
+    BudgetUsed,
     NodeCompleted,
     NodeFailed,
     NodeSpec,
     Record,
     RunStarted,
+    StepRecorded,
     body_of,
 )
 from tether.status import Status
@@ -23,12 +25,48 @@ class GraphError(Exception):
     """A record does not fit the graph it is applied to."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class NodeState:
+    """One node as the graph knows it: a read-only snapshot, built when asked for."""
+
     spec: NodeSpec
     waiting: int
     completed: NodeCompleted | None = None
     failed: NodeFailed | None = None
+    # Journaled steps recorded by the node's handler, by position (None: none yet).
+    steps: dict[int, StepRecorded] | None = None
+
+
+class NodesView(Mapping[str, NodeState]):
+    """Every node spawned so far, by id, in spawn order; states are built on access.
+
+    The graph keeps a node's facts in flat dicts (spec, parents not yet recorded, record)
+    rather than one object per node: replay then costs a few dict writes per record.
+    """
+
+    __slots__ = ("_g",)
+
+    def __init__(self, graph: Graph) -> None:
+        self._g = graph
+
+    def __getitem__(self, node_id: str) -> NodeState:
+        g = self._g
+        return NodeState(
+            g._specs[node_id],
+            g._waiting.get(node_id, 0),
+            g._done.get(node_id),
+            g._failed.get(node_id),
+            g._steps.get(node_id),
+        )
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._g._specs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._g._specs)
+
+    def __len__(self) -> int:
+        return len(self._g._specs)
 
 
 class Graph:
@@ -37,11 +75,17 @@ class Graph:
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self.started: RunStarted | None = None
-        self.nodes: dict[str, NodeState] = {}
+        # Every spawned node's spec; the records of completed (in record order) and failed
+        # nodes; how many parents a node still waits for (only while more than 0).
+        self._specs: dict[str, NodeSpec] = {}
+        self._done: dict[str, NodeCompleted] = {}
+        self._failed: dict[str, NodeFailed] = {}
+        self._waiting: dict[str, int] = {}
+        # Journaled steps recorded by running nodes, by node id, then position.
+        self._steps: dict[str, dict[int, StepRecorded]] = {}
+        self.nodes = NodesView(self)
         # Ordered set of ready node ids (insertion order is launch order).
         self.ready: dict[str, None] = {}
-        self.completed_count = 0
-        self.order: list[str] = []  # node ids in the order they were recorded
         self._waiters: dict[str, list[str]] = {}
         self.limits = BudgetLimits()
         self.tokens_in = 0
@@ -66,8 +110,25 @@ class Graph:
         return self.started.agent if self.started else ""
 
     @property
+    def completed_count(self) -> int:
+        return len(self._done)
+
+    @property
+    def order(self) -> list[str]:
+        """Completed node ids in the order they were recorded."""
+        return list(self._done)
+
+    @property
     def pending(self) -> int:
-        return len(self.nodes) - self.completed_count
+        return len(self._specs) - len(self._done)
+
+    def completed(self, node_id: str) -> NodeCompleted | None:
+        """The record of a completed node, or None."""
+        return self._done.get(node_id)
+
+    def spec(self, node_id: str) -> NodeSpec:
+        """The spec of a spawned node (KeyError if none)."""
+        return self._specs[node_id]
 
     @property
     def tokens(self) -> int:
@@ -112,22 +173,27 @@ class Graph:
                 nc = record.node_completed
                 self._check_completed(nc.node_id, _unpack(nc.spawned))
             case "node_failed":
-                if record.node_failed.node_id not in self.nodes:
+                if record.node_failed.node_id not in self._specs:
                     raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
+            case "step_recorded":
+                self._check_step(record.step_recorded)
             case "run_paused" | "run_resumed" | "run_finished":
                 pass
             case _:
                 assert_never(body)
 
     def _check_completed(self, nid: str, spawned: list[_Spawned]) -> None:
-        state = self.nodes.get(nid)
-        if state is None:
+        if nid not in self._specs:
             raise GraphError(f"completes node {nid}, which was never spawned")
-        if state.completed is not None:
+        if nid in self._done:
             raise GraphError(f"records node {nid} a second time")
-        if state.waiting:
+        if nid in self._waiting:
             raise GraphError(f"completes node {nid} before its parents")
-        nodes = self.nodes
+        if spawned:
+            self._check_spawned(nid, spawned)
+
+    def _check_spawned(self, nid: str, spawned: list[_Spawned]) -> None:
+        nodes = self._specs
         new: set[str] = set()
         for _, sid, parents in spawned:
             if sid in nodes or sid in new:
@@ -137,24 +203,70 @@ class Graph:
                     raise GraphError(f"spawns {sid} after unknown node {parent}")
             new.add(sid)
 
+    def _check_step(self, sr: StepRecorded) -> None:
+        state = self.nodes.get(sr.node_id)
+        if state is None:
+            raise GraphError(f"records step {sr.index} of node {sr.node_id}, never spawned")
+        if state.completed is not None or state.waiting:
+            raise GraphError(f"records step {sr.index} of node {sr.node_id}, which is not running")
+        if state.steps is not None and sr.index in state.steps:
+            raise GraphError(f"records step {sr.index} of node {sr.node_id} a second time")
+
     def apply(self, record: Record, *, checked: bool = False) -> list[str]:
         """Apply one record; return the ids of nodes that became ready."""
         body: Body | None = record.WhichOneof("body")  # body_of, without a call: the hot path
         if body == "node_completed":
-            # The common record, also the whole of a replay: read each field once, for
-            # the check and the apply alike (every protobuf field read builds an object).
+            # The common record and the whole of a replay, so written for speed: inline
+            # (calls cost more than the dict writes here), each protobuf field read once
+            # (every read builds an object), the check and the apply sharing those reads.
             nc = record.node_completed
             nid = nc.node_id
-            spawned = _unpack(nc.spawned)
+            specs, finished, ready = self._specs, self._done, self.ready
+            spawned: list[_Spawned] = [(s, s.node_id, s.parent_ids) for s in nc.spawned]
             if not checked:
                 if self.started is None:
                     raise GraphError("is a node_completed before run_started")
-                self._check_completed(nid, spawned)
+                if nid not in specs:
+                    raise GraphError(f"completes node {nid}, which was never spawned")
+                if nid in finished:
+                    raise GraphError(f"records node {nid} a second time")
+                if nid in self._waiting:
+                    raise GraphError(f"completes node {nid} before its parents")
+                for _, sid, parents in spawned:
+                    # _check_spawned, inlined for the common successor (see below).
+                    if sid in specs or len(spawned) > 1 or len(parents) != 1 or parents[0] != nid:
+                        self._check_spawned(nid, spawned)
+                        break
             self.next_seq += 1
             at = record.at_us
             if at > self.last_at_us:
                 self.last_at_us = at
-            return self._complete(nc, nid, spawned)
+            finished[nid] = nc
+            if nid in ready:
+                del ready[nid]
+            if nc.HasField("used"):
+                used = nc.used
+                self.tokens_in += used.tokens_in
+                self.tokens_out += used.tokens_out
+                self.cost += used.cost
+                self.model_calls += used.model_calls
+            if nc.is_result and self.result_node is None:
+                self.result_node = nid
+            became: list[str] = []
+            if self._waiters:
+                children = self._waiters.pop(nid, None)
+                if children is not None:
+                    self._release(children, became)
+            for spec, sid, parents in spawned:
+                # _add, inlined for the common successor: one parent, the node just recorded.
+                if len(parents) == 1 and parents[0] == nid:
+                    specs[sid] = spec
+                    ready[sid] = None
+                    became.append(sid)
+                else:
+                    became += self._add([(spec, sid, parents)], nid)
+            return became
+
         if not checked:
             self.check(record)
         self.next_seq += 1
@@ -170,7 +282,11 @@ class Graph:
                 self._open_session(at)
                 return self._add(_unpack(rs.roots))
             case "node_failed":
-                self.nodes[record.node_failed.node_id].failed = record.node_failed
+                self._failed[record.node_failed.node_id] = record.node_failed
+            case "step_recorded":
+                sr = record.step_recorded
+                self._steps.setdefault(sr.node_id, {})[sr.index] = sr
+                self._count(sr.used)
             case "run_paused":
                 self._close_session(at)
                 self.status, self.reason = Status.PAUSED, record.run_paused.reason
@@ -200,47 +316,46 @@ class Graph:
             self._closed_wall_us += max(0, at - self._session_start_us)
         self.status = Status.PAUSED
 
-    def _complete(self, nc: NodeCompleted, nid: str, spawned: list[_Spawned]) -> list[str]:
-        self.nodes[nid].completed = nc
-        self.completed_count += 1
-        self.order.append(nid)
-        self.ready.pop(nid, None)
-        used = nc.used
+    def _release(self, children: list[str], became: list[str]) -> None:
+        """Children of a node just recorded: one parent fewer to wait for each."""
+        waiting = self._waiting
+        for child in children:
+            left = waiting[child] - 1
+            if left:
+                waiting[child] = left
+            else:
+                del waiting[child]
+                self.ready[child] = None
+                became.append(child)
+
+    def _count(self, used: BudgetUsed) -> None:
         self.tokens_in += used.tokens_in
         self.tokens_out += used.tokens_out
         self.cost += used.cost
         self.model_calls += used.model_calls
-        if nc.is_result and self.result_node is None:
-            self.result_node = nid
-        became: list[str] = []
-        for child in self._waiters.pop(nid, ()):
-            state = self.nodes[child]
-            state.waiting -= 1
-            if state.waiting == 0:
-                self.ready[child] = None
-                became.append(child)
-        return became + self._add(spawned) if spawned else became
 
-    def _add(self, spawned: list[_Spawned]) -> list[str]:
+    def _add(self, spawned: list[_Spawned], done: str = "") -> list[str]:
+        """Add spawned nodes (`done`: the node spawning them, completed already)."""
         became: list[str] = []
-        nodes = self.nodes
+        specs, finished, ready = self._specs, self._done, self.ready
         for spec, sid, parents in spawned:
             waiting = 0
             for parent in parents:
-                p = nodes.get(parent)
-                if p is None or p.completed is None:
+                if parent != done and parent not in finished:
                     waiting += 1
                     self._waiters.setdefault(parent, []).append(sid)
-            nodes[sid] = NodeState(spec, waiting)
-            if waiting == 0:
-                self.ready[sid] = None
+            specs[sid] = spec
+            if waiting:
+                self._waiting[sid] = waiting
+            else:
+                ready[sid] = None
                 became.append(sid)
         return became
 
 
 # A spawned spec with the two fields the graph reads, read once.
-_Spawned = tuple[NodeSpec, str, list[str]]
+_Spawned = tuple[NodeSpec, str, Sequence[str]]
 
 
 def _unpack(specs: Iterable[NodeSpec]) -> list[_Spawned]:
-    return [(spec, spec.node_id, list(spec.parent_ids)) for spec in specs]
+    return [(spec, spec.node_id, spec.parent_ids) for spec in specs]

@@ -6,7 +6,7 @@ import json
 from typing import Any, assert_never
 
 from tether.graph import Graph
-from tether.records import BudgetLimits, NodeSpec, Record, Value, body_of
+from tether.records import BudgetLimits, BudgetUsed, NodeSpec, Record, StepRecorded, Value, body_of
 from tether.status import Status
 
 FORMAT_VERSION = 1
@@ -53,6 +53,8 @@ def node_view(graph: Graph, node_id: str, *, outputs: bool = False) -> dict[str,
         )
         if outputs:
             view["output"] = _inline(nc.output)
+    if state.steps:
+        view["steps"] = [_step_view(state.steps[i]) for i in sorted(state.steps)]
     return view
 
 
@@ -63,6 +65,28 @@ def limits_view(lim: BudgetLimits) -> dict[str, Any]:
         "max_cost": lim.max_cost,
         "max_wall_ms": lim.max_wall_ms,
         "max_turns": lim.max_turns,
+    }
+
+
+def _used_view(u: BudgetUsed) -> dict[str, Any]:
+    return {
+        "tokens_in": u.tokens_in,
+        "tokens_out": u.tokens_out,
+        "cost": u.cost,
+        "model_calls": u.model_calls,
+        "wall_ms": u.wall_ms,
+    }
+
+
+def _step_view(sr: StepRecorded) -> dict[str, Any]:
+    return {
+        "index": sr.index,
+        "name": sr.name,
+        "attempt": sr.attempt,
+        "wall_ms": sr.used.wall_ms,
+        "tokens_in": sr.used.tokens_in,
+        "tokens_out": sr.used.tokens_out,
+        "cost": sr.used.cost,
     }
 
 
@@ -107,13 +131,7 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
                 attempt=nc.attempt,
                 started_at_us=nc.started_at_us,
                 finished_at_us=nc.finished_at_us,
-                used={
-                    "tokens_in": u.tokens_in,
-                    "tokens_out": u.tokens_out,
-                    "cost": u.cost,
-                    "model_calls": u.model_calls,
-                    "wall_ms": u.wall_ms,
-                },
+                used=_used_view(u),
                 output=_inline(nc.output),
                 spawned=[_spec_view(s) for s in nc.spawned],
                 blobs=[
@@ -146,6 +164,17 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
                 status=Status.from_pb(rf.status),
                 reason=rf.error,
                 result=_inline(rf.result) if rf.HasField("result") else None,
+            )
+        case "step_recorded":
+            sr = record.step_recorded
+            view.update(
+                node_id=sr.node_id,
+                status="step",
+                step={"index": sr.index, "name": sr.name, "attempt": sr.attempt},
+                started_at_us=sr.started_at_us,
+                finished_at_us=sr.finished_at_us,
+                used=_used_view(sr.used),
+                output=_inline(sr.output),
             )
         case None:
             pass  # a body from a newer schema: the envelope only

@@ -24,6 +24,7 @@ RunStarted = pb.RunStarted
 RunPaused = pb.RunPaused
 RunResumed = pb.RunResumed
 RunFinished = pb.RunFinished
+StepRecorded = pb.StepRecorded
 RunStatus = pb.RunStatus
 Value = pb.Value
 BudgetLimits = pb.BudgetLimits
@@ -35,7 +36,13 @@ BlobRefPb = pb.BlobRef
 # `case _: assert_never(body)`, so a body added here is a type error in every reader that
 # does not handle it (a test checks this list against the schema).
 Body = Literal[
-    "run_started", "node_completed", "node_failed", "run_paused", "run_resumed", "run_finished"
+    "run_started",
+    "node_completed",
+    "node_failed",
+    "run_paused",
+    "run_resumed",
+    "run_finished",
+    "step_recorded",
 ]
 
 
@@ -117,6 +124,31 @@ def node_failed(
         retryable=retryable,
     )
     return pb.Record(at_us=now_us(), node_failed=failed)
+
+
+def step_recorded(
+    node_id: str,
+    index: int,
+    name: str,
+    *,
+    output: pb.Value,
+    used: pb.BudgetUsed,
+    attempt: int,
+    started_at_us: int,
+) -> pb.Record:
+    """A journaled step of a node, recorded: its position, name, result and what it used."""
+    finished_at_us = now_us()
+    step = pb.StepRecorded(
+        node_id=node_id,
+        index=index,
+        name=name,
+        output=output,
+        used=used,
+        attempt=attempt,
+        started_at_us=started_at_us,
+        finished_at_us=finished_at_us,
+    )
+    return pb.Record(at_us=finished_at_us, step_recorded=step)
 
 
 def run_paused(reason: str) -> pb.Record:
@@ -209,6 +241,9 @@ def blob_refs(record: pb.Record) -> Iterator[tuple[str, pb.BlobRef]]:
                 yield f"attachment of node {nc.node_id}", ref
         case "run_finished":
             yield from _value_ref("run result", record.run_finished.result)
+        case "step_recorded":
+            sr = record.step_recorded
+            yield from _value_ref(f"output of step {sr.index} of node {sr.node_id}", sr.output)
         case "node_failed" | "run_paused" | "run_resumed" | None:
             pass  # no values
         case _:

@@ -126,12 +126,9 @@ class Runtime:
                 raise RunNotResumable(f"run {run_id} has finished ({graph.status}); cannot cancel")
             record = run_finished(Status.CANCELLED, error="cancelled by request")
             try:
-                await self.writer.write(graph, record, epoch=epoch)
+                await self.writer.finish(graph, record, epoch=epoch)
             except ConflictingRecord:
                 continue  # a record landed at that seq meanwhile: read the log again
-            await self.store.runs.set_status(
-                run_id, Status.CANCELLED, reason=graph.reason, epoch=epoch
-            )
             return await self._read_outcome(graph)
         raise RunNotResumable(f"run {run_id} keeps growing while not owned here; cannot cancel")
 
@@ -180,11 +177,13 @@ class Runtime:
         if not rows:
             raise UnknownRun(run_id)
         graph = Graph(run_id)
-        for seq, record in enumerate(decode_log(run_id, rows)):
-            try:
-                graph.apply(record)
-            except GraphError as exc:
-                raise CorruptRecord(run_id, seq, str(exc)) from None
+        apply = graph.apply
+        try:
+            for record in decode_log(run_id, rows):
+                apply(record)
+        except GraphError as exc:
+            # A record that does not fit is not applied: next_seq is its seq.
+            raise CorruptRecord(run_id, graph.next_seq, str(exc)) from None
         return graph
 
     # -- executing ---------------------------------------------------------------
@@ -267,6 +266,7 @@ class Runtime:
             graph = await self.load(run_id)
             fresh = False
         if graph.finished is not None:
+            await self._settle_child_row(parent, graph)
             outcome = await self._read_outcome(graph)
         elif parent.epoch is not None:
             # A worker owns the parent: the child gets an epoch of its own, taken only while
@@ -288,6 +288,26 @@ class Runtime:
             raise ChildFailed(run_id, outcome.reason)
         g = outcome.graph
         return outcome.result, Usage(g.tokens_in, g.tokens_out, g.cost, g.model_calls)
+
+    async def _settle_child_row(self, parent: RunExecutor, graph: Graph) -> None:
+        """Give a finished child's row the status its log ends with, if it does not have it.
+
+        A crash after the child's last record was appended and before its row was updated
+        leaves the row `running`, owned by a dead process; nothing else ever revisits a
+        child row, so the parent's node that reads the child back settles it. Under a
+        worker, at a child epoch taken while the parent's epoch is current, as every other
+        write of a child is.
+        """
+        info = await self.store.runs.get(graph.run_id)
+        if info is None or info.status is graph.status:
+            return
+        epoch = None
+        if parent.epoch is not None:
+            epoch = await self.store.leases.adopt_child(
+                graph.run_id, self.owner, parent.graph.run_id, parent.epoch
+            )
+        reason = graph.reason or None
+        await self.store.runs.set_status(graph.run_id, graph.status, reason=reason, epoch=epoch)
 
     async def _read_outcome(self, graph: Graph) -> Outcome:
         status = graph.status

@@ -16,7 +16,8 @@ from collections.abc import Awaitable
 from typing import Any
 
 from tether import faults
-from tether.errors import StaleEpoch, StoreUnavailable
+from tether.errors import StaleEpoch, StoreError, StoreUnavailable
+from tether.ops.retention import retention_pass
 from tether.runtime import Runtime
 from tether.store.base import Claim, Status
 
@@ -25,6 +26,8 @@ log = logging.getLogger("tether.worker")
 DEFAULT_LEASE_TTL = 5.0
 # How often an idle worker looks for expired leases (nothing NOTIFYs when a lease runs out).
 DEFAULT_POLL = 1.0
+# How often a worker with `retain` set tries a retention pass.
+DEFAULT_RETAIN_EVERY = 600.0
 
 
 class Worker:
@@ -37,15 +40,22 @@ class Worker:
         concurrency: int = 16,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         poll: float = DEFAULT_POLL,
+        retain: float | None = None,
+        retain_every: float = DEFAULT_RETAIN_EVERY,
     ) -> None:
         if lease_ttl <= 0 or concurrency <= 0:
             raise ValueError("lease_ttl and concurrency must be positive")
+        if (retain is not None and retain <= 0) or retain_every <= 0:
+            raise ValueError("retain and retain_every must be positive")
         self.runtime = runtime
         self.leases = runtime.store.leases
         self.owner = runtime.owner
         self.concurrency = concurrency
         self.lease_ttl = lease_ttl
         self.poll = poll
+        # Prune runs finished longer ago than this, every `retain_every` seconds.
+        self.retain = retain
+        self.retain_every = retain_every
         self.stopping = asyncio.Event()
         self.counts: Counter[str] = Counter()
         self._held: dict[str, Claim] = {}
@@ -69,12 +79,45 @@ class Worker:
         """Work until stop(); return once every held run is released (or was fenced off)."""
         async with asyncio.TaskGroup() as tg:
             beat = tg.create_task(self._heartbeat())
+            retain = tg.create_task(self._retain()) if self.retain is not None else None
             await self._claim_loop(tg)
             log.info("%s: draining %d runs", self.owner, len(self._tasks))
             while self._tasks:
                 await asyncio.wait(list(self._tasks.values()))
             beat.cancel()
+            if retain is not None:
+                retain.cancel()
         log.info("%s: stopped %s", self.owner, self.statistics())
+
+    async def _retain(self) -> None:
+        # Replicas take turns through the store's advisory lock; one that finds it taken
+        # tries again next time. A store error only costs this pass.
+        assert self.retain is not None
+        while not self.stopping.is_set():
+            try:
+                report = await retention_pass(self.runtime.store, older_than=self.retain)
+            except StoreError as exc:
+                log.warning(
+                    "%s: retention pass failed (%s); next in %.0fs",
+                    self.owner,
+                    exc,
+                    self.retain_every,
+                )
+            else:
+                if report is None:
+                    log.info("%s: retention: another worker holds the lock", self.owner)
+                else:
+                    self.counts["retention_passes"] += 1
+                    self.counts["pruned"] += report.runs
+                    log.info(
+                        "%s: retention pruned %d runs (+%d sub-agent runs, %d log rows) in %.2fs",
+                        self.owner,
+                        report.runs,
+                        report.child_runs,
+                        report.rows,
+                        report.seconds,
+                    )
+            await self._until_stopped(asyncio.sleep(self.retain_every))
 
     # -- claiming ----------------------------------------------------------------
 
@@ -130,20 +173,20 @@ class Worker:
 
     async def _execute_and_release(self, claim: Claim) -> None:
         run_id, epoch = claim.run_id, claim.epoch
-        status: Status | None = None
-        reason: str | None = None
         try:
             graph = await self.runtime.load(run_id)
             if graph.finished is not None:
-                # Its last record landed but the row was not updated (a crash in between).
-                status, reason = graph.status, graph.reason or None
-            elif claim.cancel:
+                # Its last record landed but the row was not updated (a log written before
+                # the finish and the release became one transaction).
+                await self._release(claim, graph.status, graph.reason or None)
+                return
+            if claim.cancel:
                 # Asked to cancel while nobody held it: record that, execute nothing.
                 outcome = await self.runtime.cancel(run_id, epoch=epoch)
-                status, reason = outcome.status, outcome.reason or None
             else:
                 outcome = await self.runtime.continue_graph(graph, epoch=epoch)
-                status, reason = outcome.status, outcome.reason or None
+            # The run's last record released it, in the same transaction.
+            self._released(run_id, outcome.status, outcome.reason or None)
         except StaleEpoch:
             log.warning(
                 "run %s: fenced off, epoch %d is stale (another worker claimed the run); "
@@ -158,9 +201,7 @@ class Worker:
             self.counts["abandoned"] += 1
         except Exception as exc:
             log.exception("run %s: execution failed", run_id)
-            status, reason = Status.FAILED, f"worker error: {type(exc).__name__}: {exc}"
-        if status is not None:
-            await self._release(claim, status, reason)
+            await self._release(claim, Status.FAILED, f"worker error: {type(exc).__name__}: {exc}")
 
     async def _release(self, claim: Claim, status: Status, reason: str | None) -> None:
         faults.hit("before_release")
@@ -181,10 +222,13 @@ class Worker:
             log.warning("run %s: release at epoch %d was fenced off", claim.run_id, claim.epoch)
             self.counts["fenced"] += 1
             return
+        self._released(claim.run_id, status, reason)
+
+    def _released(self, run_id: str, status: Status, reason: str | None) -> None:
         drained = status is Status.PAUSED and self.runtime.draining.is_set()
         kind = "drained" if drained else status.value
         self.counts[kind] += 1
-        log.info("run %s: released %s%s", claim.run_id, status.value, f" ({reason})" * bool(reason))
+        log.info("run %s: released %s%s", run_id, status.value, f" ({reason})" * bool(reason))
 
     # -- leases ------------------------------------------------------------------
 

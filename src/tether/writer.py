@@ -21,6 +21,7 @@ from tether.errors import RunExists, StoreUnavailable
 from tether.events import EventBus
 from tether.graph import Graph
 from tether.records import Record, encode
+from tether.status import Status
 from tether.store.base import RunInfo, Store
 
 log = logging.getLogger("tether.writer")
@@ -99,6 +100,37 @@ class RecordWriter:
             publish(run_id, base + i, record)
         return ready
 
+    async def finish(self, graph: Graph, record: Record, *, epoch: int | None = None) -> bool:
+        """Record a run's last record (RunFinished or RunPaused) together with its status in
+        the runs table and the release of its lease, in one transaction; apply, publish.
+
+        Nobody therefore sees a finished log with a row still held, or a released row whose
+        log goes on. Returns False if the row was not released at `epoch` (a retry whose
+        first attempt had released it). StaleEpoch if fenced off, as `write` says.
+        """
+        graph.check(record)
+        seq, data = graph.next_seq, encode(record)
+        status, reason = ending_of(record)
+        give_up = time.monotonic() + self.retry_s
+        released = False
+
+        async def once() -> None:
+            nonlocal released
+            faults.hit("before_release")
+            faults.hit("before_append")
+            released = await self.store.leases.release(
+                graph.run_id, epoch, status, reason, final=(seq, data)
+            )
+            faults.hit("after_append")
+
+        try:
+            await once()
+        except StoreUnavailable as exc:
+            await self._retrying(graph.run_id, "finish", exc, give_up, once)
+        graph.apply(record, checked=True)
+        self.events.record(graph.run_id, seq, record)
+        return released
+
     async def append(
         self, run_id: str, entries: Sequence[tuple[int, bytes]], *, epoch: int | None = None
     ) -> None:
@@ -148,3 +180,12 @@ class RecordWriter:
                 return
             except StoreUnavailable as again:
                 exc = again
+
+
+def ending_of(record: Record) -> tuple[Status, str | None]:
+    """The status and reason a run's last record gives its row."""
+    if record.HasField("run_paused"):
+        return Status.PAUSED, record.run_paused.reason or None
+    if record.HasField("run_finished"):
+        return Status.from_pb(record.run_finished.status), record.run_finished.error or None
+    raise ValueError(f"a {record.WhichOneof('body')} record does not end a run")

@@ -9,6 +9,10 @@ Two options mix in the rest of what a run does: `flaky` makes each layer's first
 node fail its first attempt (a retry), `sub` makes each layer's second work node run a
 small sub-agent (a child run of this agent) and add its result.
 
+`gate` (a file path) holds every work node, after its side effect, until that file
+exists: a test opens the gate when it is ready, so "these nodes are in flight and none
+has finished" is a state it waits for, not a moment it hopes to hit.
+
 `TETHER_FAULTS_DIE_IN_HANDLER=N` SIGKILLs the process in the Nth handler, after its side
 effect is durable and before its record is appended.
 """
@@ -72,6 +76,8 @@ def node_ids(input: dict[str, Any]) -> set[str]:
 def _layer(input: dict[str, Any], level: int, prev: int) -> list[Spawn]:
     base = {k: input[k] for k in ("seed", "width", "depth", "delay")}
     base.update(flaky=input.get("flaky", False), sub=input.get("sub", False))
+    if input.get("gate"):
+        base["gate"] = input["gate"]
     width = input["width"]
     spawn = [Spawn("work", {**base, "level": level, "i": i}, key=f"w{i}") for i in range(width)]
     join = {**base, "level": level, "prev": prev}
@@ -122,6 +128,20 @@ async def _step(ctx: Context, delay: float) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+async def _wait_gate(gate: str | None) -> None:
+    """Return once the file `gate` exists (at once without a gate)."""
+    # Polled: the gate is opened by another process, so no event can be awaited, and a
+    # stat of a local file is too quick to be worth a thread.
+    while gate and not os.path.exists(gate):  # noqa: ASYNC110, ASYNC240
+        await asyncio.sleep(0.02)
+
+
+def open_gate(gate: str) -> None:
+    """Let every node held at `gate` go on (the test's side of `_wait_gate`)."""
+    with open(gate, "w"):
+        pass
+
+
 @agent.node("root")
 async def root(ctx: Context, node: Node) -> NodeResult:
     await _step(ctx, 0)
@@ -135,6 +155,7 @@ async def work(ctx: Context, node: Node) -> int:
         # Before the side effect: a failed attempt leaves no trace but the retry.
         raise RuntimeError("flaky: the first attempt fails")
     await _step(ctx, node.input["delay"])
+    await _wait_gate(node.input.get("gate"))
     out = value(node.input["seed"], level, i)
     if node.input.get("sub") and i == 1:
         out += await ctx.run_child(agent, sub_input(node.input, level), key="sub")

@@ -109,8 +109,12 @@ class WorkerProc:
             )
         self.owner = ""
 
-    def wait_ready(self, timeout: float = 30) -> WorkerProc:
-        """The handshake: the worker prints `worker OWNER ready` once its store is open."""
+    def wait_ready(self, timeout: float = 120) -> WorkerProc:
+        """The handshake: the worker prints `worker OWNER ready` once its store is open.
+
+        A bound, not a wait: on a loaded 2-core machine a cold interpreter start has taken
+        over 30 s.
+        """
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else ""
@@ -147,7 +151,7 @@ class WorkerProc:
             self.proc.stdout.close()
         return code
 
-    def stop(self, timeout: float = 60) -> int:
+    def stop(self, timeout: float = 120) -> int:
         """SIGTERM, and the exit code of the drain."""
         self.signal(signal.SIGTERM)
         code = self.wait(timeout)

@@ -69,9 +69,7 @@ class Lane:
         self.tally = Tally()
 
     def _worker(self) -> WorkerProc:
-        # A generous handshake: on a shared 2-core machine a cold interpreter start of a
-        # worker has taken over 30 s while the other lanes restart their databases.
-        return WorkerProc(self.proxied, self.logs, ttl=TTL, grace=5).wait_ready(120)
+        return WorkerProc(self.proxied, self.logs, ttl=TTL, grace=5).wait_ready()
 
     def fault(self, kind: str) -> None:
         self.tally.faults[kind] += 1
@@ -126,12 +124,12 @@ class Lane:
         self.wake(all_of_them=True)
         self.tally.trials += 1
         try:
-            wait_finished(self.url, list(inputs), 60)
+            wait_finished(self.url, list(inputs), 180)
             self.tally.add(Tally(checked=sync(lambda: check(self.url, inputs))))
         except AssertionError as exc:
             self.tally.violations.append(f"trial {n}: {exc}")
         for w in list(self.draining):
-            code = w.wait(60)
+            code = w.wait(180)
             if code != 0:
                 self.tally.violations.append(f"trial {n}: drained worker exited {code}\n{w.log}")
             self.draining.remove(w)

@@ -51,18 +51,18 @@ def trial(url: str, rng: random.Random, n: int, logs: Path) -> dict[str, Any]:
     sync(lambda: submit(url, inputs))
     if mode == "drain":
         # Drain once the worker has started work (a side effect of its is durable).
-        wait_for(lambda: q(url, "SELECT 1 FROM effects WHERE pid = $1", first.pid), 10)
+        wait_for(lambda: q(url, "SELECT 1 FROM effects WHERE pid = $1", first.pid), 60)
         first.signal(signal.SIGTERM)
     elif mode == "timer":
         time.sleep(rng.uniform(0, 0.3))  # the random kill moment, not a synchronisation
         first.kill()
     # Until it dies at its planned point, or finishes the runs without reaching it.
-    wait_for(lambda: first.wait(0) is not None or finished(url, inputs), 20)
+    wait_for(lambda: first.wait(0) is not None or finished(url, inputs), 120)
     first.kill()
     died = mode == "timer" or "tether fault: SIGKILL" in first.log
     killed_at = time.time()
     second = WorkerProc(url, logs, ttl=TTL).wait_ready()
-    wait_all_finished(url, 30)
+    wait_all_finished(url, 120)
     assert second.stop() == 0, second.log
     resumed = q(
         url,

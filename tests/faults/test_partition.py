@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tests.faults.agent import open_gate
 from tests.faults.harness import WorkerProc, check, q, submit, sync, wait_all_finished
 from tests.faults.proxy import TcpProxy
 from tests.faults.test_kill import wait_for
@@ -42,9 +43,9 @@ def logged_at(log: str, needle: str) -> float | None:
 
 def partition_trial(cluster: PgCluster, url: str, logs: Path, n: int) -> dict[str, Any]:
     run_id = f"part{n}"
-    inputs = {run_id: {"seed": n, "width": 3, "depth": 30, "delay": 0.05}}
-    # Each worker behind a proxy of its own: whichever claims the run is cut off. Both
-    # are ready before the run exists, so the run cannot finish before the partition.
+    gate = str(logs / f"gate-{n}")
+    inputs = {run_id: {"seed": n, "width": 3, "depth": 8, "delay": 0.02, "gate": gate}}
+    # Each worker behind a proxy of its own: whichever claims the run is cut off.
     proxies = [TcpProxy(cluster.port).start() for _ in range(2)]
     try:
         workers = [
@@ -54,24 +55,27 @@ def partition_trial(cluster: PgCluster, url: str, logs: Path, n: int) -> dict[st
         for w in workers:
             w.wait_ready()
         sync(lambda: submit(url, inputs))
-        records = "SELECT count(*) FROM run_log WHERE run_id = $1"
-        wait_for(lambda: q(url, records, run_id)[0][0] >= 6, 30)
+        # The owner's first layer is in flight, held at the gate: the run cannot finish
+        # (or even move on) before the cut, whatever the machine's load.
+        effects = "SELECT count(*) FROM effects WHERE run_id = $1"
+        wait_for(lambda: q(url, effects, run_id)[0][0] >= 1 + 3, 60)
         owner, epoch_a = q(url, "SELECT owner, epoch FROM runs WHERE run_id = $1", run_id)[0]
         i = [w.owner for w in workers].index(owner)
         a, b, proxy = workers[i], workers[1 - i], proxies[i]
         cut_at = db_now(url)
         proxy.blackhole()
+        # A's held nodes now finish and send their appends into the partition.
+        open_gate(gate)
         state = "SELECT owner, status, updated_at FROM runs WHERE run_id = $1"
-        assert q(url, state, run_id)[0]["status"] == "running", "finished before the cut"
-        wait_for(lambda: q(url, state, run_id)[0]["owner"] == b.owner, 30)
+        wait_for(lambda: q(url, state, run_id)[0]["owner"] == b.owner, 60)
         took_over_at = float(q(url, state, run_id)[0]["updated_at"])
         # B makes progress before the heal, so A's late statements meet a moved-on run.
         at_b = "SELECT count(*) FROM log_audit WHERE run_id = $1 AND epoch > $2"
-        wait_for(lambda: q(url, at_b, run_id, epoch_a)[0][0] >= 3, 30)
+        wait_for(lambda: q(url, at_b, run_id, epoch_a)[0][0] >= 3, 60)
         # A stops by itself (nothing can reach it to say so): its lease was not renewed.
-        wait_for(lambda: f"run {run_id}: lease expired" in a.log, 30)
+        wait_for(lambda: f"run {run_id}: lease expired" in a.log, 60)
         proxy.heal()
-        wait_all_finished(url, 60)
+        wait_all_finished(url, 120)
         assert a.stop() == 0 and b.stop() == 0, a.log + b.log
         log = a.log
         assert proxy.held_bytes > 0, "A sent nothing during the partition"

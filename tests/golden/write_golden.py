@@ -1,6 +1,7 @@
 """Write the golden log of a schema version once; it must then decode forever.
 
 Usage: python tests/golden/write_golden.py v1   (refuses to overwrite)
+       python tests/golden/write_golden.py v1_steps   (journaled steps, a crash, a resume)
 Format: for each row of run_log in seq order, a 4-byte big-endian length then the row bytes.
 """
 
@@ -11,6 +12,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).parent
 
@@ -20,16 +22,35 @@ async def main(version: str) -> None:
     if out.exists():
         sys.exit(f"{out} exists: golden logs are never rewritten")
     os.environ["TETHER_DEMO_SPEED"] = "0"
-    from tether.demo.agent import agent
     from tether.runtime import Runtime
     from tether.store import store_from_url
 
     with tempfile.TemporaryDirectory() as tmp:
         async with store_from_url(f"sqlite:///{tmp}/g.db") as store:
-            outcome = await Runtime(store).start(agent, {"question": "golden"}, run_id="golden")
+            if version.endswith("_steps"):
+                outcome = await _steps_run(store)
+            else:
+                from tether.demo.agent import agent
+
+                outcome = await Runtime(store).start(agent, {"question": "golden"}, run_id="golden")
             rows = await store.log.read_all(outcome.run_id)
     out.write_bytes(b"".join(len(r).to_bytes(4, "big") + r for r in rows))
     print(f"wrote {out}: {len(rows)} records, result {outcome.result}")
+
+
+async def _steps_run(store: Any) -> Any:
+    """A flow of three journaled steps, killed during the third, then resumed."""
+    sys.path.insert(0, str(HERE.parent.parent))
+    from tests import step_agents as sa
+    from tether.runtime import Runtime
+
+    reached = sa.HANG_AT["write"] = asyncio.Event()
+    task = asyncio.ensure_future(Runtime(store).start(sa.steps_agent, "golden", run_id="golden"))
+    await reached.wait()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    sa.HANG_AT.clear()
+    return await Runtime(store).resume("golden")
 
 
 if __name__ == "__main__":

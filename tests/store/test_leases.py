@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tether.errors import StaleEpoch
+from tether.errors import ConflictingRecord, StaleEpoch
 from tether.store import DRAIN, Claim, RunInfo, Status, Store
 
 
@@ -92,3 +92,39 @@ async def test_a_cancel_request_reaches_the_holder_and_the_next_claim(store: Sto
     assert await store.leases.cancels_asked([Claim("a", held[0].epoch + 1)]) == []
     [b] = await store.leases.claim("w2", 1, 5.0)
     assert b == Claim("b", 1, cancel=True)
+
+
+async def test_a_finish_appends_sets_the_status_and_releases_in_one_transaction(
+    store: Store,
+) -> None:
+    # Fenced off: neither the record lands nor the row changes.
+    await store.runs.create(RunInfo(run_id="g", agent="a", status=Status.QUEUED), b"0")
+    [claim] = await store.leases.claim("w2", 1, 5.0)
+    with pytest.raises(StaleEpoch):
+        await store.leases.release("g", claim.epoch - 1, Status.SUCCEEDED, final=(1, b"end"))
+    info = await store.runs.get("g")
+    assert info is not None and info.status is Status.RUNNING and info.owner == "w2"
+    assert await store.log.read("g") == [(0, b"0")]
+    # A different record at the seq: a conflict, nothing changes either.
+    await store.log.append("g", [(1, b"node")], epoch=claim.epoch)
+    with pytest.raises(ConflictingRecord):
+        await store.leases.release("g", claim.epoch, Status.SUCCEEDED, final=(1, b"end"))
+    info = await store.runs.get("g")
+    assert info is not None and info.status is Status.RUNNING and info.owner == "w2"
+    # The finish: record, status and release together; its retry is a no-op.
+    assert await store.leases.release("g", claim.epoch, Status.FAILED, "boom", final=(2, b"end"))
+    assert await store.log.read("g", after_seq=1) == [(2, b"end")]
+    info = await store.runs.get("g")
+    assert info is not None and (info.status, info.reason, info.owner) == (
+        Status.FAILED,
+        "boom",
+        None,
+    )
+    assert info.lease_until is None
+    assert await store.leases.release("g", claim.epoch, Status.FAILED, "boom", final=(2, b"end"))
+    # A run nobody leased (epoch None) finishes the same way.
+    await store.runs.create(RunInfo(run_id="h", agent="a", status=Status.RUNNING), b"0")
+    assert await store.leases.release("h", None, Status.SUCCEEDED, final=(1, b"end"))
+    info = await store.runs.get("h")
+    assert info is not None and info.status is Status.SUCCEEDED
+    assert await store.log.read("h") == [(0, b"0"), (1, b"end")]

@@ -128,8 +128,7 @@ class Launcher:
         except BaseException:
             await self._release(claim, status, None)
             raise
-        await self._release(claim, outcome.status, outcome.reason or None)
-        return outcome.status
+        return outcome.status  # its RunFinished released the claim
 
     async def _release(self, claim: Claim, status: Status, reason: str | None) -> None:
         if not await self.leases.release(claim.run_id, claim.epoch, status, reason):

@@ -5,8 +5,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tether.status import Status as Status  # re-exported: stores speak of run status
+
+if TYPE_CHECKING:
+    from tether.store.retention import Retention
 
 # The reason of a run paused by a drain (SIGTERM): such a run is runnable again at once,
 # unlike one paused for its budget, which waits for an explicit resume.
@@ -160,10 +164,20 @@ class Leases(ABC):
 
     @abstractmethod
     async def release(
-        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+        self,
+        run_id: str,
+        epoch: int | None,
+        status: Status,
+        reason: str | None = None,
+        *,
+        final: tuple[int, bytes] | None = None,
     ) -> bool:
         """Give a run up with its new status; False if the epoch had moved on (nothing changed).
 
+        With `final` (seq, record), that record is appended in the same transaction, judged
+        as `LogStore.append` judges it (StaleEpoch, ConflictingRecord; an identical record
+        already there is a retry), so nobody ever sees the run's last record without its
+        status and release, or the reverse. `epoch` None releases a run nobody leased.
         A run released paused with reason "drain" is runnable again and wakes waiting
         workers.
         """
@@ -207,12 +221,13 @@ class Leases(ABC):
 
 
 class Store(ABC):
-    """A backend: the log, the runs table and the leases over one database."""
+    """A backend: the log, the runs table, the leases and retention over one database."""
 
     url: str
     log: LogStore
     runs: RunTable
     leases: Leases
+    retention: Retention
 
     @abstractmethod
     async def open(self) -> None:

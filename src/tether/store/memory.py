@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
 from tether.errors import RunExists, StaleEpoch, UnknownRun
@@ -21,6 +22,7 @@ from tether.store.base import (
     Store,
 )
 from tether.store.judgement import AppendFacts, judge_append
+from tether.store.retention import FINISHED, Retention, Rows
 
 
 class _State:
@@ -120,8 +122,9 @@ def _runnable(info: RunInfo, now: float) -> bool:
 
 
 class MemoryLeases(Leases):
-    def __init__(self, state: _State) -> None:
+    def __init__(self, state: _State, log: MemoryLog) -> None:
         self._s = state
+        self._log = log
         self._woken = asyncio.Event()
 
     async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
@@ -191,10 +194,18 @@ class MemoryLeases(Leases):
         return lost
 
     async def release(
-        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+        self,
+        run_id: str,
+        epoch: int | None,
+        status: Status,
+        reason: str | None = None,
+        *,
+        final: tuple[int, bytes] | None = None,
     ) -> bool:
+        if final is not None:  # nothing awaits in between: one transaction
+            await self._log.append(run_id, [final], epoch=epoch)
         info = self._s.runs.get(run_id)
-        if info is None or info.epoch != epoch:
+        if info is None or (epoch is not None and info.epoch != epoch):
             return False
         self._s.runs[run_id] = replace(
             info, status=status, reason=reason, owner=None, lease_until=None, updated_at=time.time()
@@ -226,6 +237,82 @@ class MemoryLeases(Leases):
             self._woken.clear()
 
 
+def _id(info: RunInfo) -> str:
+    return info.run_id
+
+
+class MemoryRetention(Retention):
+    def __init__(self, state: _State) -> None:
+        self._s = state
+        self._locks: set[str] = set()
+
+    async def expired(
+        self,
+        before: float,
+        *,
+        statuses: Sequence[Status] = FINISHED,
+        agent: str | None = None,
+        after: tuple[float, str] = (0.0, ""),
+        limit: int = 100,
+    ) -> list[RunInfo]:
+        found = [
+            r
+            for r in self._s.runs.values()
+            if r.parent_run_id is None
+            and r.status.finished
+            and r.status in statuses
+            and r.updated_at < before
+            and (agent is None or r.agent == agent)
+            and (r.updated_at, r.run_id) > after
+        ]
+        return sorted(found, key=lambda r: (r.updated_at, r.run_id))[:limit]
+
+    async def families(self, run_ids: Sequence[str]) -> list[RunInfo]:
+        found = sorted((self._s.runs[i] for i in set(run_ids) if i in self._s.runs), key=_id)
+        level = [r.run_id for r in found]
+        while level:
+            below = sorted((r for r in self._s.runs.values() if r.parent_run_id in level), key=_id)
+            found += below
+            level = [r.run_id for r in below]
+        return found
+
+    async def log_size(self, run_ids: Sequence[str]) -> Rows:
+        logs = [self._s.logs.get(run_id, {}) for run_id in run_ids]
+        return Rows(sum(map(len, logs)), sum(len(r) for log in logs for r in log.values()))
+
+    async def delete_log(self, run_ids: Sequence[str], *, limit: int) -> Rows:
+        gone = Rows()
+        for run_id in sorted(run_ids):
+            info, log = self._s.runs.get(run_id), self._s.logs.get(run_id, {})
+            if info is None or not info.status.finished:
+                continue
+            for seq in sorted(log, reverse=True)[: limit - gone.rows]:
+                gone += Rows(1, len(log.pop(seq)))
+        return gone
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> int:
+        done = 0
+        for run_id in run_ids:
+            info = self._s.runs.get(run_id)
+            if info is not None and info.status.finished:
+                del self._s.runs[run_id]
+                self._s.logs.pop(run_id, None)
+                self._s.cancels.discard(run_id)
+                done += 1
+        return done
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[bool]:
+        if name in self._locks:
+            yield False
+            return
+        self._locks.add(name)
+        try:
+            yield True
+        finally:
+            self._locks.discard(name)
+
+
 class MemoryStore(Store):
     """`memory:` — nothing survives the process."""
 
@@ -234,7 +321,8 @@ class MemoryStore(Store):
         state = _State()
         self.log = MemoryLog(state)
         self.runs = MemoryRuns(state)
-        self.leases = MemoryLeases(state)
+        self.leases = MemoryLeases(state, self.log)
+        self.retention = MemoryRetention(state)
 
     async def open(self) -> None:
         return None

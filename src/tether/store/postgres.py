@@ -31,7 +31,8 @@ from tether.store.base import Store
 from tether.store.postgres_db import PgPool, wrap_errors
 from tether.store.postgres_leases import PostgresLeases
 from tether.store.postgres_log import PostgresLog
-from tether.store.postgres_runs import PostgresRuns
+from tether.store.postgres_retention import PostgresRetention
+from tether.store.postgres_runs import PostgresRuns, run_info
 from tether.store.queries import load_migrations, load_queries
 
 Q = load_queries("postgres")
@@ -46,8 +47,9 @@ class PostgresStore(Store):
         self._log = PostgresLog(self._db)
         self.log = self._log
         self.runs = PostgresRuns(self._db)
-        self._leases = PostgresLeases(self._db)
+        self._leases = PostgresLeases(self._db, self._log.appended)
         self.leases = self._leases
+        self.retention = PostgresRetention(self._db, run_info)
 
     @property
     def pool_size(self) -> tuple[int, int]:

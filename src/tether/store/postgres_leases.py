@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from tether.errors import StaleEpoch, StoreUnavailable
 from tether.store.base import Claim, Leases, Status
-from tether.store.postgres_db import PgPool, wrap_errors
+from tether.store.judgement import AppendFacts, judge_append
+from tether.store.postgres_db import PgPool, rowcount, wrap_errors
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
@@ -19,8 +21,10 @@ log = logging.getLogger("tether.store.postgres")
 
 
 class PostgresLeases(Leases):
-    def __init__(self, db: PgPool) -> None:
+    def __init__(self, db: PgPool, on_appended: Callable[[str, int], None]) -> None:
         self._db = db
+        # Tells the log's event streams that a finish appended a record.
+        self._on_appended = on_appended
         self._listener: asyncpg.Connection | None = None
         self._woken = asyncio.Event()
 
@@ -39,10 +43,54 @@ class PostgresLeases(Leases):
         return [run_id for run_id in ids if run_id not in kept]
 
     async def release(
-        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+        self,
+        run_id: str,
+        epoch: int | None,
+        status: Status,
+        reason: str | None = None,
+        *,
+        final: tuple[int, bytes] | None = None,
     ) -> bool:
-        rows = await self._db.fetch(Q["release"], run_id, epoch, status.value, reason)
+        if final is None:
+            return await self._release(self._db, run_id, epoch, status, reason)
+        async with self._db.connection() as conn, conn.transaction():
+            await self._append_final(conn, run_id, epoch, final)
+            released = await self._release(conn, run_id, epoch, status, reason)
+        self._on_appended(run_id, final[0])
+        return released
+
+    @staticmethod
+    async def _release(
+        db: PgPool | PoolConnectionProxy,
+        run_id: str,
+        epoch: int | None,
+        status: Status,
+        reason: str | None,
+    ) -> bool:
+        if epoch is None:
+            rows = await db.fetch(Q["release_unfenced"], run_id, status.value, reason)
+        else:
+            rows = await db.fetch(Q["release"], run_id, epoch, status.value, reason)
         return bool(rows[0][0])
+
+    @staticmethod
+    async def _append_final(
+        conn: PoolConnectionProxy, run_id: str, epoch: int | None, final: tuple[int, bytes]
+    ) -> None:
+        seq, record = final
+        if epoch is None:
+            done = await conn.execute(Q["append_final"], run_id, seq, record)
+        else:
+            done = await conn.execute(Q["append_final_fenced"], run_id, seq, record, epoch)
+        inserted = rowcount(done)
+        if inserted:
+            return
+        rows = await conn.fetch(Q["records_at"], run_id, [seq])
+        current = await conn.fetchval(Q["run_epoch"], run_id) if epoch is not None else None
+        # Raising leaves the transaction, which rolls back: no record, no release.
+        judge_append(
+            run_id, [final], epoch, AppendFacts(inserted, {r[0]: r[1] for r in rows}, current)
+        )
 
     async def adopt_child(
         self, run_id: str, owner: str, parent_run_id: str, parent_epoch: int

@@ -36,6 +36,10 @@ class PostgresLog(LogStore):
         self._db = db
         self._notifier = AppendNotifier(db)
 
+    def appended(self, run_id: str, seq: int) -> None:
+        """Note records up to `seq` appended by another statement (a run's finish)."""
+        self._notifier.note(run_id, seq)
+
     async def close(self) -> None:
         """Send the notifications still pending, then stop the notifier."""
         await self._notifier.close()

@@ -14,7 +14,7 @@ from tether.store.queries import load_queries
 Q = load_queries("postgres")
 
 
-def _info(row: asyncpg.Record) -> RunInfo:
+def run_info(row: asyncpg.Record) -> RunInfo:
     return RunInfo(
         run_id=row["run_id"],
         agent=row["agent"],
@@ -61,7 +61,7 @@ class PostgresRuns(RunTable):
 
     async def get(self, run_id: str) -> RunInfo | None:
         rows = await self._db.fetch(Q["get_run"], run_id)
-        return _info(rows[0]) if rows else None
+        return run_info(rows[0]) if rows else None
 
     async def set_status(
         self,
@@ -104,4 +104,4 @@ class PostgresRuns(RunTable):
             rows = await self._db.fetch(Q["list_runs"], limit, offset)
         else:
             rows = await self._db.fetch(Q["list_runs_by_status"], status.value, limit, offset)
-        return [_info(row) for row in rows]
+        return [run_info(row) for row in rows]

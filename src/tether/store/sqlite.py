@@ -12,9 +12,10 @@ from typing import Any, TypeVar
 
 from tether.errors import RunExists, StaleEpoch, StoreError, UnknownRun
 from tether.store.base import EVERY_RUN, LogStore, RunFilter, RunInfo, RunTable, Status, Store
-from tether.store.judgement import AppendFacts, judge_append
 from tether.store.queries import load_migrations, load_queries
+from tether.store.sqlite_append import append_rows
 from tether.store.sqlite_leases import SqliteLeases
+from tether.store.sqlite_retention import SqliteRetention
 
 T = TypeVar("T")
 Q = load_queries("sqlite")
@@ -80,27 +81,8 @@ class SqliteLog(LogStore):
         self, run_id: str, entries: Sequence[tuple[int, bytes]], *, epoch: int | None = None
     ) -> None:
         def work(conn: sqlite3.Connection) -> None:
-            inserted = 0
-            for seq, record in entries:
-                if epoch is None:
-                    cur = conn.execute(Q["append"], (run_id, seq, record))
-                else:
-                    cur = conn.execute(Q["append_fenced"], (run_id, seq, record, run_id, epoch))
-                inserted += cur.rowcount
-            if inserted == len(entries):
-                return
-            # The slow path, only for retries, conflicts and fenced-off appends.
-            stored: dict[int, bytes] = {}
-            for seq, _ in entries:
-                row = conn.execute(Q["record_at"], (run_id, seq)).fetchone()
-                if row is not None:
-                    stored[seq] = bytes(row[0])
-            current = None
-            if epoch is not None:
-                found = conn.execute(Q["run_epoch"], (run_id,)).fetchone()
-                current = None if found is None else int(found[0])
             # Raising rolls back what this call inserted: all or none.
-            judge_append(run_id, entries, epoch, AppendFacts(inserted, stored, current))
+            append_rows(conn, run_id, entries, epoch)
 
         await self._db.call(lambda: self._db.transaction(work))
 
@@ -229,6 +211,7 @@ class SqliteStore(Store):
         self.log = SqliteLog(self._db)
         self.runs = SqliteRuns(self._db)
         self.leases = SqliteLeases(self._db)
+        self.retention = SqliteRetention(self._db, _info)
 
     async def open(self) -> None:
         await self._db.open()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from tether.errors import StaleEpoch
 from tether.store.base import Claim, Leases, Status
 from tether.store.queries import load_queries
+from tether.store.sqlite_append import append_rows
 
 if TYPE_CHECKING:
     from tether.store.sqlite import _Db
@@ -51,11 +52,23 @@ class SqliteLeases(Leases):
         return await self._db.call(lambda: self._db.transaction(work))
 
     async def release(
-        self, run_id: str, epoch: int, status: Status, reason: str | None = None
+        self,
+        run_id: str,
+        epoch: int | None,
+        status: Status,
+        reason: str | None = None,
+        *,
+        final: tuple[int, bytes] | None = None,
     ) -> bool:
-        args = (status.value, reason, time.time(), run_id, epoch)
-        done = await self._db.call(lambda: self._db.conn.execute(Q["release"], args).rowcount)
-        return done == 1
+        def work(conn: sqlite3.Connection) -> bool:
+            if final is not None:
+                append_rows(conn, run_id, [final], epoch)
+            args = (status.value, reason, time.time(), run_id)
+            if epoch is None:
+                return conn.execute(Q["release_unfenced"], args).rowcount == 1
+            return conn.execute(Q["release"], (*args, epoch)).rowcount == 1
+
+        return await self._db.call(lambda: self._db.transaction(work))
 
     async def adopt_child(
         self, run_id: str, owner: str, parent_run_id: str, parent_epoch: int

@@ -168,14 +168,35 @@ class RunFinished(_message.Message):
     error: str
     def __init__(self, status: _Optional[_Union[RunStatus, str]] = ..., result: _Optional[_Union[Value, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
 
+class StepRecorded(_message.Message):
+    __slots__ = ("node_id", "index", "name", "output", "used", "attempt", "started_at_us", "finished_at_us")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_US_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_US_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    index: int
+    name: str
+    output: Value
+    used: BudgetUsed
+    attempt: int
+    started_at_us: int
+    finished_at_us: int
+    def __init__(self, node_id: _Optional[str] = ..., index: _Optional[int] = ..., name: _Optional[str] = ..., output: _Optional[_Union[Value, _Mapping]] = ..., used: _Optional[_Union[BudgetUsed, _Mapping]] = ..., attempt: _Optional[int] = ..., started_at_us: _Optional[int] = ..., finished_at_us: _Optional[int] = ...) -> None: ...
+
 class Record(_message.Message):
-    __slots__ = ("run_started", "node_completed", "node_failed", "run_paused", "run_resumed", "run_finished", "at_us")
+    __slots__ = ("run_started", "node_completed", "node_failed", "run_paused", "run_resumed", "run_finished", "step_recorded", "at_us")
     RUN_STARTED_FIELD_NUMBER: _ClassVar[int]
     NODE_COMPLETED_FIELD_NUMBER: _ClassVar[int]
     NODE_FAILED_FIELD_NUMBER: _ClassVar[int]
     RUN_PAUSED_FIELD_NUMBER: _ClassVar[int]
     RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
     RUN_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    STEP_RECORDED_FIELD_NUMBER: _ClassVar[int]
     AT_US_FIELD_NUMBER: _ClassVar[int]
     run_started: RunStarted
     node_completed: NodeCompleted
@@ -183,8 +204,9 @@ class Record(_message.Message):
     run_paused: RunPaused
     run_resumed: RunResumed
     run_finished: RunFinished
+    step_recorded: StepRecorded
     at_us: int
-    def __init__(self, run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., node_completed: _Optional[_Union[NodeCompleted, _Mapping]] = ..., node_failed: _Optional[_Union[NodeFailed, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., at_us: _Optional[int] = ...) -> None: ...
+    def __init__(self, run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., node_completed: _Optional[_Union[NodeCompleted, _Mapping]] = ..., node_failed: _Optional[_Union[NodeFailed, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., step_recorded: _Optional[_Union[StepRecorded, _Mapping]] = ..., at_us: _Optional[int] = ...) -> None: ...
 
 class LogChunk(_message.Message):
     __slots__ = ("records",)

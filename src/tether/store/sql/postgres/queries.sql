@@ -161,6 +161,30 @@ SELECT count(*) AS released,
        count(pg_notify('tether_work', $1)) FILTER (WHERE status = 'paused' AND reason = 'drain')
 FROM released;
 
+-- name: release_unfenced
+-- Give up a run nobody leased with its new status (wakes workers as release does).
+WITH released AS (
+    UPDATE runs SET status = $2, reason = $3, owner = NULL, lease_until = NULL,
+                    updated_at = extract(epoch FROM clock_timestamp())
+    WHERE run_id = $1
+    RETURNING status, reason
+)
+SELECT count(*) AS released,
+       count(pg_notify('tether_work', $1)) FILTER (WHERE status = 'paused' AND reason = 'drain')
+FROM released;
+
+-- name: append_final
+-- A run's last record, in the transaction that releases it. A taken seq is skipped (DO
+-- NOTHING keeps the transaction usable); the caller then judges what the seq holds.
+INSERT INTO run_log (run_id, seq, record) VALUES ($1, $2, $3)
+ON CONFLICT (run_id, seq) DO NOTHING;
+
+-- name: append_final_fenced
+-- The same, only while runs.epoch = $4 (FOR SHARE, as in append_fenced).
+INSERT INTO run_log (run_id, seq, record)
+SELECT $1, $2, $3 FROM (SELECT 1 FROM runs WHERE run_id = $1 AND epoch = $4 FOR SHARE) AS fence
+ON CONFLICT (run_id, seq) DO NOTHING;
+
 -- name: adopt_child
 -- Take a sub-agent run at a new epoch for owner $2, only while its parent $3 is at epoch
 -- $4 (FOR SHARE, as in append_fenced: a claim of the parent waits for this or fences it).
@@ -200,3 +224,62 @@ SELECT runs.run_id FROM runs
 JOIN unnest($1::text[], $2::bigint[]) AS held(run_id, epoch)
   ON runs.run_id = held.run_id AND runs.epoch = held.epoch
 WHERE runs.cancel_requested;
+
+-- name: expired
+-- Top-level runs finished with one of the statuses before a time, oldest first, after a
+-- (updated_at, run_id) cursor, optionally of one agent.
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
+       lease_until
+FROM runs
+WHERE parent_run_id IS NULL
+  AND status IN ('succeeded', 'failed', 'cancelled')
+  AND status = ANY($1::text[])
+  AND updated_at < $2
+  AND ($3::text IS NULL OR agent = $3)
+  AND (updated_at, run_id) > ($4, $5)
+ORDER BY updated_at, run_id
+LIMIT $6;
+
+-- name: families
+-- Runs and every run below them (children, theirs), parents first.
+WITH RECURSIVE fam(run_id, depth) AS (
+    SELECT run_id, 0 FROM runs WHERE run_id = ANY($1::text[])
+    UNION ALL
+    SELECT runs.run_id, fam.depth + 1 FROM runs JOIN fam ON runs.parent_run_id = fam.run_id
+)
+SELECT r.run_id, r.agent, r.status, r.parent_run_id, r.reason, r.created_at, r.updated_at,
+       r.owner, r.epoch, r.lease_until
+FROM fam JOIN runs r ON r.run_id = fam.run_id ORDER BY fam.depth, r.run_id;
+
+-- name: log_size
+-- How many log rows, and how many record bytes, the runs have.
+SELECT count(*), coalesce(sum(octet_length(record)), 0)::bigint FROM run_log
+WHERE run_id = ANY($1::text[]);
+
+-- name: delete_log
+-- Delete up to N log rows of finished runs, last seqs first, so a pass cut short leaves
+-- each log a prefix; one short transaction, so no lock on run_log is held for long.
+WITH gone AS (
+    DELETE FROM run_log WHERE (run_id, seq) IN (
+        SELECT l.run_id, l.seq FROM run_log l JOIN runs r ON r.run_id = l.run_id
+        WHERE l.run_id = ANY($1::text[])
+          AND r.status IN ('succeeded', 'failed', 'cancelled')
+        ORDER BY l.run_id, l.seq DESC
+        LIMIT $2
+    )
+    RETURNING octet_length(record) AS size
+)
+SELECT count(*), coalesce(sum(size), 0)::bigint FROM gone;
+
+-- name: delete_runs
+-- Delete the rows of the finished runs among the given ones.
+DELETE FROM runs
+WHERE run_id = ANY($1::text[]) AND status IN ('succeeded', 'failed', 'cancelled');
+
+-- name: try_lock
+-- Take a session-level advisory lock named by text, without waiting; true if taken.
+SELECT pg_try_advisory_lock(hashtext('tether:' || $1));
+
+-- name: unlock
+-- Release that lock.
+SELECT pg_advisory_unlock(hashtext('tether:' || $1));

@@ -28,3 +28,8 @@ CREATE INDEX runs_status_idx ON runs (status, created_at);
 -- Claiming: the worker's query scans top-level runs that may be runnable, oldest first.
 CREATE INDEX runs_claim_idx ON runs (created_at)
     WHERE parent_run_id IS NULL AND status IN ('queued', 'paused', 'running');
+
+-- Retention: children by their parent, expired runs by when they finished.
+CREATE INDEX runs_parent_idx ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
+CREATE INDEX runs_finished_idx ON runs (updated_at, run_id)
+    WHERE parent_run_id IS NULL AND status IN ('succeeded', 'failed', 'cancelled');

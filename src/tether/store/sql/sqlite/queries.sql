@@ -91,6 +91,11 @@ UPDATE runs SET lease_until = ? WHERE run_id = ? AND epoch = ?;
 UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_until = NULL, updated_at = ?
 WHERE run_id = ? AND epoch = ?;
 
+-- name: release_unfenced
+-- Give up a run nobody leased with its new status.
+UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_until = NULL, updated_at = ?
+WHERE run_id = ?;
+
 -- name: adopt_child
 -- Take a sub-agent run at a new epoch, only while its parent is at the caller's epoch.
 UPDATE runs SET epoch = epoch + 1, owner = :owner, updated_at = :now
@@ -117,3 +122,51 @@ RETURNING status;
 -- name: cancel_asked
 -- Whether a run the caller holds at its epoch was asked to be cancelled.
 SELECT cancel_requested FROM runs WHERE run_id = ? AND epoch = ?;
+
+-- name: expired
+-- Top-level runs finished with one of the statuses (a JSON array) before a time, oldest
+-- first, after a (updated_at, run_id) cursor, optionally of one agent.
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until
+FROM runs
+WHERE parent_run_id IS NULL
+  AND status IN ('succeeded', 'failed', 'cancelled')
+  AND status IN (SELECT value FROM json_each(:statuses))
+  AND updated_at < :before
+  AND (:agent IS NULL OR agent = :agent)
+  AND (updated_at, run_id) > (:after_t, :after_id)
+ORDER BY updated_at, run_id
+LIMIT :limit;
+
+-- name: families
+-- Runs (a JSON array) and every run below them (children, theirs), parents first.
+WITH RECURSIVE fam(run_id, depth) AS (
+    SELECT run_id, 0 FROM runs WHERE run_id IN (SELECT value FROM json_each(?))
+    UNION ALL
+    SELECT runs.run_id, fam.depth + 1 FROM runs JOIN fam ON runs.parent_run_id = fam.run_id
+)
+SELECT r.run_id, r.agent, r.status, r.parent_run_id, r.reason, r.created_at, r.updated_at,
+       r.owner, r.epoch, r.lease_until
+FROM fam JOIN runs r ON r.run_id = fam.run_id ORDER BY fam.depth, r.run_id;
+
+-- name: log_size
+-- How many log rows, and how many record bytes, the runs (a JSON array) have.
+SELECT count(*), coalesce(sum(length(record)), 0) FROM run_log
+WHERE run_id IN (SELECT value FROM json_each(?));
+
+-- name: delete_log
+-- Delete up to N log rows of finished runs (a JSON array), last seqs first, so a pass cut
+-- short leaves each log a prefix; returns each deleted record's size.
+DELETE FROM run_log WHERE (run_id, seq) IN (
+    SELECT l.run_id, l.seq FROM run_log l JOIN runs r ON r.run_id = l.run_id
+    WHERE l.run_id IN (SELECT value FROM json_each(?))
+      AND r.status IN ('succeeded', 'failed', 'cancelled')
+    ORDER BY l.run_id, l.seq DESC
+    LIMIT ?
+)
+RETURNING length(record);
+
+-- name: delete_runs
+-- Delete the rows of the finished runs among the given ones (a JSON array).
+DELETE FROM runs
+WHERE run_id IN (SELECT value FROM json_each(?))
+  AND status IN ('succeeded', 'failed', 'cancelled');

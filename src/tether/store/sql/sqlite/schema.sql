@@ -24,3 +24,8 @@ CREATE INDEX runs_status_idx ON runs (status, created_at);
 
 CREATE INDEX runs_claim_idx ON runs (created_at)
     WHERE parent_run_id IS NULL AND status IN ('queued', 'paused', 'running');
+
+CREATE INDEX runs_parent_idx ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
+
+CREATE INDEX runs_finished_idx ON runs (updated_at, run_id)
+    WHERE parent_run_id IS NULL AND status IN ('succeeded', 'failed', 'cancelled');

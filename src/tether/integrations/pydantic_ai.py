@@ -1,0 +1,261 @@
+"""pydantic-ai on tether: model requests and tool calls become journaled steps.
+
+`TetherDurability` is a pydantic-ai durability capability built on its public engine
+interface (`pydantic_ai.durable_exec`), like its Temporal, DBOS and Prefect ones: inside a
+tether node every durable unit (a model request, a tool call, MCP tool listing) runs as
+`ctx.step`, so the agent's run loop is the code that is replayed. `TetherAgent` wraps an
+agent that has the capability into a tether agent (a Registry) whose one node runs it:
+
+    agent = Agent(model, name="support", capabilities=[TetherDurability()])
+    support = TetherAgent(agent)
+    outcome = await support.run("Where is my order?", runtime=Runtime(store))
+
+Outside a tether node the capability is transparent and the agent runs as usual.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypedDict
+
+from pydantic_ai import Agent
+from pydantic_ai.durable_exec import (
+    JSON_CODEC,
+    BaseDurabilityCapability,
+    DurabilityEngineSpec,
+    DurableOperationId,
+    JournalCallableOperationBackend,
+    ModelRequestId,
+    RoleBasedOperationConfig,
+    ToolsetKind,
+    conversation_id_from_run_id,
+)
+from pydantic_ai.tools import AgentDepsT
+from pydantic_core import to_jsonable_python
+
+from tether.agent.pricing import cost_of
+from tether.context import Context
+from tether.core import Budget, Node, NodeResult, Retry, StepResult, Usage
+from tether.executor import Outcome
+from tether.registry import Registry
+from tether.runtime import Runtime
+
+
+class StepOptions(TypedDict, total=False):
+    """How a pydantic-ai durable unit runs as a step; per tool: `metadata={"tether": {...}}`."""
+
+    retry: Retry
+    timeout_s: float
+
+
+@dataclass(slots=True)
+class _NodeScope:
+    """The tether node an agent run is inside, and how many runs it started so far."""
+
+    ctx: Context
+    runs: Iterator[int] = field(default_factory=itertools.count)
+
+
+_SCOPE: ContextVar[_NodeScope | None] = ContextVar("tether_pydantic_ai_scope", default=None)
+
+
+@contextmanager
+def node_scope(ctx: Context) -> Iterator[None]:
+    """Run pydantic-ai agents inside this block as journaled steps of `ctx`'s node."""
+    token = _SCOPE.set(_NodeScope(ctx))
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def _usage_of(operation_id: DurableOperationId, payload: object) -> Usage | None:
+    """Tokens and cost of a model request, read from its recorded response."""
+    if not isinstance(operation_id, ModelRequestId) or not isinstance(payload, dict):
+        return None
+    usage = payload.get("usage") or {}
+    tokens_in = int(usage.get("input_tokens") or 0)
+    tokens_out = int(usage.get("output_tokens") or 0)
+    model = str(payload.get("model_name") or "")
+    return Usage(tokens_in, tokens_out, cost_of(model, tokens_in, tokens_out), model_calls=1)
+
+
+class _StepBackend(JournalCallableOperationBackend[StepOptions]):
+    """Runs each durable unit as `ctx.step(name, ...)` of the node the run is inside."""
+
+    async def execute(
+        self,
+        *,
+        operation_id: DurableOperationId,
+        name: str,
+        body: Callable[[], Awaitable[object]],
+        cache_key: tuple[object, ...],
+        config: StepOptions,
+    ) -> object:
+        scope = _SCOPE.get()
+        if scope is None:  # not in a tether node: run it as it is
+            return await body()
+
+        async def unit() -> StepResult:
+            payload = await body()
+            return StepResult(payload, _usage_of(operation_id, payload))
+
+        options = config or {}
+        return await scope.ctx.step(
+            name, unit, retry=options.get("retry"), timeout_s=options.get("timeout_s")
+        )
+
+
+class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
+    """Makes a pydantic-ai agent durable on tether: each model request and tool call is a step.
+
+    `model`, `tool` and `mcp` are the step options (retry policy, timeout) of model requests,
+    function tool calls and MCP server calls; a tool's own `metadata={"tether": {...}}`
+    overrides them.
+    """
+
+    engine_spec = DurabilityEngineSpec(
+        engine_name="tether",
+        durable_unit_noun="step",
+        durable_container_noun="node",
+        # Steps record JSON: the base reduces every value to JSON inside the step.
+        codec=JSON_CODEC,
+        wrapped_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
+        toolset_lifecycles={
+            "function": "enter-always",
+            "mcp": "enter-in-durable-unit",
+            "dynamic": "enter-never",
+        },
+        unsupported_runtime_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
+        journal_discovery=True,
+        sequential_tools_in_durable_context=False,
+        tool_config_key="tether",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        model: StepOptions | None = None,
+        tool: StepOptions | None = None,
+        mcp: StepOptions | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        self._model_options: StepOptions = model or {}
+        self._tool_options: StepOptions = tool or {}
+        self._mcp_options: StepOptions = mcp or {}
+
+    @property
+    def in_durable_context(self) -> bool:
+        return _SCOPE.get() is not None
+
+    def get_default_run_id(self) -> str | None:
+        scope = _SCOPE.get()
+        if scope is None:
+            return None
+        # Stable across re-runs of the node: its id plus how many agent runs it started.
+        return f"{scope.ctx.run_id}:{scope.ctx.node_id}:{next(scope.runs)}"
+
+    def get_default_conversation_id(self, run_id: str) -> str | None:
+        return conversation_id_from_run_id(run_id) if self.in_durable_context else None
+
+    async def get_run_start_time(self, run_id: str) -> datetime | None:
+        scope = _SCOPE.get()
+        if scope is None:
+            return None
+        # Recorded, so a resumed run counts its `timeout=` from when it first started.
+        started = await scope.ctx.step(
+            f"{self.name}__run_start_time", lambda: datetime.now().astimezone().isoformat()
+        )
+        return datetime.fromisoformat(started)
+
+    def get_durable_operation_backend(self) -> _StepBackend:
+        return _StepBackend(
+            agent_name=self.name,
+            default_model_id=self.default_model_id,
+            config=RoleBasedOperationConfig(
+                model=self._model_options,
+                event=StepOptions(),
+                capability=StepOptions(),
+                tool=self._tool_options,
+            ),
+        )
+
+    def _toolset_base_config(self, kind: ToolsetKind) -> StepOptions:
+        return self._mcp_options if kind == "mcp" else self._tool_options
+
+
+class TetherAgent:
+    """A pydantic-ai agent as a tether agent: a Registry whose `run` node runs the agent.
+
+    The node's input is `{"prompt": str}` (one agent run) or `{"prompts": [str, ...]}` (a
+    conversation: each prompt continues the history of the ones before, rebuilt on replay
+    from the recorded steps, never stored). Its output is JSON: `{"content": <the last
+    output>, "outputs": [...]}`. Submit runs to workers by the registry's name.
+    """
+
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        *,
+        name: str | None = None,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        if BaseDurabilityCapability.from_agent(agent) is None:
+            raise TypeError(
+                f"agent {agent.name!r} has no durability capability: build it with "
+                "Agent(..., capabilities=[TetherDurability()])"
+            )
+        self.agent = agent
+        self.name = name or agent.name or ""
+        if not self.name:
+            raise ValueError("a TetherAgent needs a name: pass name= or give the Agent one")
+        self.registry = Registry(self.name, entry="run")
+        self.registry.add("run", self._run_node, retry=retry, timeout=timeout)
+
+    async def _run_node(self, ctx: Context, node: Node) -> NodeResult:
+        spec = node.input if isinstance(node.input, dict) else {"prompt": node.input}
+        prompts: Sequence[str] = spec.get("prompts") or [spec.get("prompt") or ""]
+        outputs: list[Any] = []
+        history: Any = None
+        with node_scope(ctx):
+            for prompt in prompts:
+                result = await self.agent.run(prompt, message_history=history)
+                history = result.all_messages()
+                outputs.append(to_jsonable_python(result.output))
+        return NodeResult({"content": outputs[-1], "outputs": outputs}, is_result=True)
+
+    async def run(
+        self,
+        prompt: str | Sequence[str],
+        *,
+        runtime: Runtime,
+        run_id: str | None = None,
+        budget: Budget | None = None,
+    ) -> Outcome:
+        """Run the agent durably in this process until it finishes, fails or pauses."""
+        return await runtime.start(self.registry, _input(prompt), run_id=run_id, budget=budget)
+
+    async def submit(
+        self,
+        prompt: str | Sequence[str],
+        *,
+        runtime: Runtime,
+        run_id: str | None = None,
+        budget: Budget | None = None,
+    ) -> str:
+        """Queue a run for any worker that has this agent; return its id."""
+        return await runtime.submit(self.registry, _input(prompt), run_id=run_id, budget=budget)
+
+
+def _input(prompt: str | Sequence[str]) -> dict[str, Any]:
+    return {"prompt": prompt} if isinstance(prompt, str) else {"prompts": list(prompt)}
+
+
+__all__ = ["StepOptions", "TetherAgent", "TetherDurability", "node_scope"]

@@ -1,0 +1,209 @@
+"""Retention and erasure: prune finished runs in bounded batches, delete one run now.
+
+A run is deleted with its sub-agent runs, log rows first (last seqs first, a few
+thousand rows a transaction, so no lock on `run_log` is held for long and a pass cut
+short leaves each log a valid prefix), then the run rows. The store deletes only
+finished runs, in the statement itself; a family with any live member (queued, running,
+paused) is skipped by `prune` and refused by `delete_run`.
+
+Blobs are content-addressed and may be shared between runs. `prune` leaves them to
+`tether blobs gc`, which deletes those no remaining run points to. `delete_run` (an
+erasure request) deletes at once the blobs of the run that no other run's record points
+to. The trade-off: a node of another run that puts the very same bytes between that scan
+and the delete would lose them (its record's blob would then be reported missing by
+`tether blobs verify`); `tether blobs gc`'s grace period does not apply to an erasure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tether.blobs.base import BlobStore
+from tether.blobs.errors import BlobRefRefused
+from tether.blobs.gc import referenced_blobs
+from tether.errors import RunIsLive, UnknownRun
+from tether.records import blob_refs, decode_log
+from tether.store.base import RunInfo, Status, Store
+from tether.store.retention import FINISHED, Retention, Rows
+
+# Runs looked at per page, and log rows deleted per transaction.
+DEFAULT_BATCH_RUNS = 200
+DEFAULT_BATCH_ROWS = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """What a prune removed (or, in a dry run, would remove)."""
+
+    runs: int  # top-level runs
+    child_runs: int  # their sub-agent runs
+    rows: int  # log rows
+    bytes: int  # record bytes
+    skipped: int  # expired runs kept because a sub-agent run of theirs is live
+    dry_run: bool
+    run_ids: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteReport:
+    """What deleting one run freed."""
+
+    run_id: str
+    runs: int  # the run and its sub-agent runs
+    rows: int
+    log_bytes: int
+    blobs: int  # blobs deleted (no other run points to them)
+    blob_bytes: int
+    blobs_kept: int  # the run's blobs that another run still points to
+
+
+def _live_member(family: Sequence[RunInfo]) -> RunInfo | None:
+    """The first member of a family that is not finished, if any."""
+    return next((info for info in family if not info.status.finished), None)
+
+
+def _by_root(family: Sequence[RunInfo], roots: Sequence[str]) -> dict[str, list[RunInfo]]:
+    """Group a `families()` answer under the roots it was asked for."""
+    parent = {info.run_id: info.parent_run_id for info in family}
+    wanted = set(roots)
+    groups: dict[str, list[RunInfo]] = {root: [] for root in roots}
+    for info in family:
+        run_id: str | None = info.run_id
+        while run_id is not None and run_id not in wanted:
+            run_id = parent.get(run_id)
+        if run_id is not None:
+            groups[run_id].append(info)
+    return groups
+
+
+async def remove_runs(retention: Retention, run_ids: Sequence[str], *, batch_rows: int) -> Rows:
+    """Delete these finished runs' log rows in bounded batches, then their rows."""
+    removed = Rows()
+    while True:
+        batch = await retention.delete_log(run_ids, limit=batch_rows)
+        removed += batch
+        if batch.rows < batch_rows:
+            break
+    await retention.delete_runs(run_ids)
+    return removed
+
+
+async def prune(
+    store: Store,
+    *,
+    older_than: float,
+    statuses: Sequence[Status] = FINISHED,
+    agent: str | None = None,
+    dry_run: bool = False,
+    batch_runs: int = DEFAULT_BATCH_RUNS,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    now: float | None = None,
+) -> PruneReport:
+    """Delete top-level runs that finished more than `older_than` seconds ago, with their
+    sub-agent runs; runs with a live member are skipped. `statuses` narrows which finished
+    runs go (an unfinished status is refused)."""
+    unfinished = [s.value for s in statuses if not s.finished]
+    if unfinished:
+        raise ValueError(f"only finished runs are pruned, not {', '.join(unfinished)} ones")
+    if older_than <= 0 or batch_runs <= 0 or batch_rows <= 0:
+        raise ValueError("older_than, batch_runs and batch_rows must be positive")
+    started = time.monotonic()
+    retention = store.retention
+    before = (time.time() if now is None else now) - older_than
+    cursor = (0.0, "")
+    runs = children = skipped = 0
+    removed = Rows()
+    pruned: list[str] = []
+    while True:
+        page = await retention.expired(
+            before, statuses=statuses, agent=agent, after=cursor, limit=batch_runs
+        )
+        if not page:
+            break
+        cursor = (page[-1].updated_at, page[-1].run_id)
+        roots = [info.run_id for info in page]
+        ids: list[str] = []
+        for root, family in _by_root(await retention.families(roots), roots).items():
+            if not family or _live_member(family) is not None:
+                skipped += bool(family)
+                continue
+            pruned.append(root)
+            runs += 1
+            children += len(family) - 1
+            ids += [info.run_id for info in family]
+        if ids:
+            if dry_run:
+                removed += await retention.log_size(ids)
+            else:
+                removed += await remove_runs(retention, ids, batch_rows=batch_rows)
+        if len(page) < batch_runs:
+            break
+    return PruneReport(
+        runs,
+        children,
+        removed.rows,
+        removed.bytes,
+        skipped,
+        dry_run,
+        pruned,
+        time.monotonic() - started,
+    )
+
+
+async def _blobs_of(store: Store, blobs: BlobStore, run_ids: Sequence[str]) -> dict[str, int]:
+    """sha256 -> size of every blob of `blobs` that these runs' records point to."""
+    found: dict[str, int] = {}
+    for run_id in run_ids:
+        for record in decode_log(run_id, await store.log.read_all(run_id)):
+            for _, ref in blob_refs(record):
+                try:
+                    found[blobs.resolve(ref.url)] = ref.size
+                except BlobRefRefused:
+                    continue  # not a blob of this store
+    return found
+
+
+async def delete_run(
+    store: Store,
+    run_id: str,
+    *,
+    blobs: BlobStore | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> DeleteReport:
+    """Delete a finished run and its sub-agent runs now, and (given the blob store) the
+    blobs no other run points to. UnknownRun or RunIsLive, with nothing deleted."""
+    family = await store.retention.families([run_id])
+    if not family:
+        raise UnknownRun(run_id)
+    live = _live_member(family)
+    if live is not None:
+        raise RunIsLive(run_id, live.run_id, live.status.value)
+    ids = [info.run_id for info in family]
+    theirs = {} if blobs is None else await _blobs_of(store, blobs, ids)
+    removed = await remove_runs(store.retention, ids, batch_rows=batch_rows)
+    deleted = freed = kept = 0
+    if blobs is not None and theirs:
+        _, still = await referenced_blobs(store, blobs)
+        for sha256, size in theirs.items():
+            if sha256 in still:
+                kept += 1
+                continue
+            await blobs.delete(sha256)
+            deleted += 1
+            freed += size
+    return DeleteReport(run_id, len(ids), removed.rows, removed.bytes, deleted, freed, kept)
+
+
+# The advisory lock a retention pass holds: one replica at a time prunes.
+RETENTION_LOCK = "retention"
+
+
+async def retention_pass(store: Store, *, older_than: float) -> PruneReport | None:
+    """One prune under the store-wide retention lock; None if another process holds it."""
+    async with store.retention.exclusive(RETENTION_LOCK) as held:
+        if not held:
+            return None
+        return await prune(store, older_than=older_than)

@@ -1,0 +1,196 @@
+"""pydantic-ai on tether: model requests and tool calls are journaled steps (real SDK)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import openai
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from tether import Budget, Runtime, Status, Store
+from tether.agent.localserver import (
+    LocalModelServer,
+    Message,
+    ToolCall,
+    ToolSpec,
+    Turn,
+    serve_local_models,
+)
+from tether.integrations.pydantic_ai import TetherAgent, TetherDurability
+from tether.records import decode_log
+
+# Tool bodies that started and that finished, by city.
+STARTED: list[str] = []
+FINISHED: list[str] = []
+# A city whose lookup hangs until cancelled: a crash in the middle of a tool call.
+HANG: dict[str, asyncio.Event] = {}
+
+
+def forecaster(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
+    """Look up two cities at once, then answer with what the tools said."""
+    if not any(m.role == "tool" for m in messages):
+        return Turn(tool_calls=[ToolCall("forecast", {"city": c}) for c in ("Paris", "Oslo")])
+    said = sorted(m.text for m in messages if m.role == "tool")
+    return Turn(text="Forecast: " + "; ".join(said))
+
+
+@pytest.fixture
+async def models() -> AsyncIterator[LocalModelServer]:
+    async with serve_local_models({"forecaster": forecaster}) as server:
+        yield server
+
+
+@pytest.fixture
+async def client(models: LocalModelServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(
+        base_url=models.openai_base_url, api_key="local", max_retries=0
+    ) as oai:
+        yield oai
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    STARTED.clear()
+    FINISHED.clear()
+    HANG.clear()
+
+
+def weather_agent(client: openai.AsyncOpenAI, *, tool_name: str = "forecast") -> TetherAgent:
+    model = OpenAIChatModel("script:forecaster", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(model, name="weather", capabilities=[TetherDurability()])
+
+    async def lookup(city: str) -> str:
+        STARTED.append(city)
+        if city in HANG:
+            HANG[city].set()
+            await asyncio.Event().wait()
+        FINISHED.append(city)
+        return f"{city} sunny"
+
+    agent.tool_plain(name=tool_name)(lookup)
+    return TetherAgent(agent, name="test.pydantic_ai.weather")
+
+
+async def steps_of(store: Store, run_id: str) -> list[Any]:
+    rows = await store.log.read_all(run_id)
+    return [r.step_recorded for r in decode_log(run_id, rows) if r.HasField("step_recorded")]
+
+
+async def test_model_requests_and_tool_calls_are_recorded_steps(
+    store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    outcome = await weather_agent(client).run("Weather?", runtime=Runtime(store))
+    assert outcome.status is Status.SUCCEEDED, outcome.reason
+    assert outcome.result["content"] == "Forecast: Oslo sunny; Paris sunny"
+    names = [s.name for s in await steps_of(store, outcome.run_id)]
+    assert names[0] == "weather__model.request"
+    assert sorted(names[1:3]) == ["weather__function_toolset__<agent>.call_tool:forecast"] * 2
+    assert names[3] == "weather__model.request"
+    # Both model calls count against the run's budget, with their tokens.
+    assert outcome.graph.model_calls == 2
+    reported = sum(r.reply.usage.total_tokens for r in models.requests if r.reply)
+    assert outcome.graph.tokens == reported > 0
+
+
+async def test_a_turn_limit_pauses_between_model_requests_and_resumes(
+    store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    durable = weather_agent(client)
+    outcome = await durable.run("Weather?", runtime=Runtime(store), budget=Budget(max_turns=1))
+    assert outcome.status is Status.PAUSED and "turn limit 1" in outcome.reason
+    assert len(models.requests) == 1
+    done = await Runtime(store).resume(outcome.run_id, budget=Budget(max_turns=5))
+    assert done.status is Status.SUCCEEDED
+    assert len(models.requests) == 2  # the first request was not asked again
+    assert sorted(FINISHED) == ["Oslo", "Paris"]
+
+
+async def crash_in_tool(store: Store, durable: TetherAgent, city: str) -> str:
+    """Start a run and stop it (nothing more recorded) while `city`'s lookup runs."""
+    reached = HANG[city] = asyncio.Event()
+    runtime = Runtime(store)
+    run_id = await durable.submit("Weather?", runtime=runtime)
+    task = asyncio.ensure_future(runtime.resume(run_id))
+    await reached.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    HANG.clear()
+    return run_id
+
+
+async def test_a_resumed_run_asks_nothing_recorded_and_ends_as_an_uninterrupted_one(
+    durable_store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    durable = weather_agent(client)
+    whole = await durable.run("Weather?", runtime=Runtime(durable_store))
+    asked_whole = [r.turn_index for r in models.requests]
+    models.reset()
+    run_id = await crash_in_tool(durable_store, durable, "Oslo")
+    assert [r.turn_index for r in models.requests] == [0]
+    resumed = await Runtime(durable_store).resume(run_id)
+    assert resumed.status is Status.SUCCEEDED
+    assert resumed.result == whole.result
+    # The recorded model request was not asked again: the same requests as the whole run.
+    assert [r.turn_index for r in models.requests] == asked_whole == [0, 1]
+    # Paris's lookup, recorded before the crash or not, finished once per recording.
+    steps = await steps_of(durable_store, run_id)
+    assert len([s for s in steps if "call_tool" in s.name]) == 2
+
+
+async def test_an_agent_whose_code_changed_pauses_with_the_non_determinism_error(
+    durable_store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    run_id = await crash_in_tool(durable_store, weather_agent(client), "Oslo")
+    # Deployed again with the tool renamed: its recorded steps no longer match.
+    weather_agent(client, tool_name="forecast_v2")
+    outcome = await Runtime(durable_store).resume(run_id)
+    assert outcome.status is Status.PAUSED
+    assert "non-deterministic step" in outcome.reason
+    # The recorded model response calls `forecast`, which the new code no longer has, so
+    # pydantic-ai asks the model again where the log recorded the tool call.
+    assert "recorded step 'weather__function_toolset__<agent>.call_tool:forecast'" in outcome.reason
+    assert "now asks for 'weather__model.request'" in outcome.reason
+    bodies = [
+        r.WhichOneof("body") for r in decode_log(run_id, await durable_store.log.read_all(run_id))
+    ]
+    assert "node_failed" not in bodies and "node_completed" not in bodies
+
+
+async def test_outside_a_tether_node_the_agent_runs_as_usual(client: openai.AsyncOpenAI) -> None:
+    result = await weather_agent(client).agent.run("Weather?")
+    assert result.output == "Forecast: Oslo sunny; Paris sunny"
+
+
+async def test_a_conversation_rebuilds_its_history_from_steps(
+    store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    models.scripts.add(
+        "chat", lambda messages, tools: Turn(text=f"turn {sum(m.role == 'user' for m in messages)}")
+    )
+    model = OpenAIChatModel("script:chat", provider=OpenAIProvider(openai_client=client))
+    chat = TetherAgent(
+        Agent(model, name="chat", capabilities=[TetherDurability()]), name="test.pydantic_ai.chat"
+    )
+    outcome = await chat.run(["hi", "and?", "bye"], runtime=Runtime(store))
+    assert outcome.result["outputs"] == ["turn 1", "turn 2", "turn 3"]
+    # Each request carried the history before it, and the log holds only the three steps.
+    assert [sum(m["role"] == "user" for m in r.body["messages"]) for r in models.requests] == [
+        1,
+        2,
+        3,
+    ]
+    assert len(await steps_of(store, outcome.run_id)) == 3
+
+
+def test_an_agent_without_the_capability_is_refused() -> None:
+    with pytest.raises(TypeError, match="TetherDurability"):
+        TetherAgent(Agent("test", name="plain"))

@@ -1,0 +1,85 @@
+"""The graph: fast and general apply paths agree; node states are read-only snapshots."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tether import records as r
+from tether.graph import Graph, GraphError
+
+
+def _spec(node_id: str, *parents: str) -> r.NodeSpec:
+    return r.NodeSpec(node_id=node_id, kind="k", parent_ids=list(parents))
+
+
+def _done(spec: r.NodeSpec, *spawned: r.NodeSpec, tokens: int = 0) -> r.Record:
+    return r.node_completed(
+        spec,
+        output=r.json_value(None),
+        spawned=spawned,
+        blobs=(),
+        used=r.BudgetUsed(tokens_in=tokens),
+        attempt=1,
+        started_at_us=1,
+    )
+
+
+def _started(*roots: r.NodeSpec) -> r.Record:
+    record = r.run_started("agent", r.json_value(None), entry="k", root_id="a")
+    record.run_started.ClearField("roots")
+    record.run_started.roots.extend(roots)
+    return record
+
+
+def test_chain_then_join_tracks_waiting_ready_and_budget() -> None:
+    a, b, c = _spec("a"), _spec("b", "a"), _spec("c", "a")
+    j = _spec("j", "b", "c")
+    g = Graph("run")
+    assert g.apply(_started(a)) == ["a"]
+    # a spawns b, c (fast path: one parent, the node itself) and j joining both.
+    assert g.apply(_done(a, b, c, j, tokens=3)) == ["b", "c"]
+    assert g.nodes["j"].waiting == 2 and g.pending == 3
+    assert g.apply(_done(b)) == []
+    assert g.nodes["j"].waiting == 1
+    assert g.apply(_done(c, tokens=4)) == ["j"]
+    assert list(g.ready) == ["j"] and g.nodes["j"].waiting == 0
+    assert g.apply(_done(j)) == []
+    assert g.order == ["a", "b", "c", "j"] and g.completed_count == 4 and g.pending == 0
+    assert g.tokens_in == 7 and g.next_seq == 5
+    assert list(g.nodes) == ["a", "b", "c", "j"]
+    state = g.nodes["c"]
+    assert state.completed is g.completed("c") and state.spec.node_id == "c"
+
+
+def test_node_states_are_read_only_snapshots() -> None:
+    g = Graph("run")
+    g.apply(_started(_spec("a")))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        g.nodes["a"].waiting = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        (lambda a: [_done(a), _done(a)], "a second time"),
+        (lambda a: [_done(_spec("x", "a"))], "never spawned"),
+        (lambda a: [_done(a, _spec("a", "a"))], "already exists"),
+        (lambda a: [_done(a, _spec("y", "nope"))], "unknown node nope"),
+        (lambda a: [_done(a, _spec("b", "a"), _spec("b", "a"))], "already exists"),
+    ],
+)
+def test_records_that_do_not_fit_are_refused_before_anything_changes(
+    records: object, message: str
+) -> None:
+    a = _spec("a")
+    g = Graph("run")
+    g.apply(_started(a))
+    *fine, bad = records(a)  # type: ignore[operator]
+    for record in fine:
+        g.apply(record)
+    before = (list(g.nodes), list(g.ready), g.order, g.next_seq)
+    with pytest.raises(GraphError, match=message):
+        g.apply(bad)
+    assert (list(g.nodes), list(g.ready), g.order, g.next_seq) == before
