@@ -105,7 +105,7 @@ def main() -> None:
                     "the run page",
                 )
                 nodes = driver.find_elements(By.CSS_SELECTOR, "#graph g.node")
-                pick = [n for n in nodes if "chart" in (n.get_attribute("aria-label") or "")]
+                pick = [n for n in nodes if "report" in (n.get_attribute("aria-label") or "")]
                 (pick or nodes)[-1].click()
                 driver.execute_script("window.scrollTo(0, 0)")
                 time.sleep(1)  # let the image in the panel load before the picture is taken
