@@ -120,7 +120,7 @@ def test_show_json_is_stable(tmp_path: Path) -> None:
     view = json.loads(tether(tmp_path, "show", run_id, "--json", "--outputs").stdout)
     assert set(view) == {
         "format", "run_id", "agent", "status", "reason", "parent_run_id", "records", "budget",
-        "result", "nodes",
+        "result", "waits", "nodes",
     }  # fmt: skip
     assert view["format"] == 1
     assert set(view["budget"]) == {"limits", "used"}

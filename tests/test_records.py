@@ -112,3 +112,23 @@ def test_frame_handles_multi_byte_lengths() -> None:
     big = r.Record(at_us=1, node_failed=r.NodeFailed(message="x" * 20_000))
     row = r.encode(big)
     assert r.decode_one("run", 0, row) == big
+
+
+def test_golden_v1_waits_log_decodes_and_rebuilds_events_and_timeouts() -> None:
+    rows = read_golden("v1_waits.log")
+    graph = Graph("golden")
+    records = r.decode_log("golden", rows)
+    bodies = []
+    for record in records:
+        graph.apply(record)
+        bodies.append(r.body_of(record))
+    assert bodies.count("run_waiting") == 2
+    assert graph.status == "succeeded" and graph.pending == 0 and not graph.open_waits
+    outcomes = {
+        nc.wait.key: (nc.wait.event_id, nc.wait.timed_out)
+        for nid in graph.order
+        if (nc := graph.nodes[nid].completed) is not None and nc.HasField("wait")
+    }
+    assert outcomes == {"approve-0": ("golden-event", False), "approve-1": ("", True)}
+    assert graph.finished is not None
+    assert r.inline_json(graph.finished.run_finished.result) == [[0, "done"], [1, "timed out"]]

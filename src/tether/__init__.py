@@ -3,25 +3,32 @@
 from tether.context import Context
 from tether.core import (
     Budget,
+    Event,
     Fallback,
     Handler,
     Node,
     NodeResult,
     Retry,
+    Sleep,
     Spawn,
     StepResult,
     Usage,
+    Wait,
 )
+from tether.delivery import Delivered
 from tether.errors import (
+    BadEventPayload,
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
     CorruptRecord,
+    EventRefused,
     InvalidSpawn,
     NodeTimeout,
     NonDeterministicStep,
     OutputNotSerializable,
     RecordTooLarge,
+    RunBusy,
     RunExists,
     RunMustPause,
     RunNotResumable,
@@ -34,6 +41,8 @@ from tether.errors import (
     UnknownAgent,
     UnknownNodeKind,
     UnknownRun,
+    UnknownWait,
+    WaitCompleted,
 )
 from tether.executor import Outcome
 from tether.graph import Graph
@@ -44,12 +53,16 @@ from tether.store import RunInfo, Status, Store, store_from_url
 __version__ = "0.1.0"
 
 __all__ = [
+    "BadEventPayload",
     "Budget",
     "ChildFailed",
     "ChildPaused",
     "ConflictingRecord",
     "Context",
     "CorruptRecord",
+    "Delivered",
+    "Event",
+    "EventRefused",
     "Fallback",
     "Graph",
     "Handler",
@@ -63,11 +76,13 @@ __all__ = [
     "RecordTooLarge",
     "Registry",
     "Retry",
+    "RunBusy",
     "RunExists",
     "RunInfo",
     "RunMustPause",
     "RunNotResumable",
     "Runtime",
+    "Sleep",
     "Spawn",
     "StaleEpoch",
     "Status",
@@ -81,7 +96,10 @@ __all__ = [
     "UnknownAgent",
     "UnknownNodeKind",
     "UnknownRun",
+    "UnknownWait",
     "Usage",
+    "Wait",
+    "WaitCompleted",
     "resolve_agent",
     "store_from_url",
 ]

@@ -22,7 +22,7 @@ from tether.core import Budget
 from tether.errors import TetherError
 from tether.executor import Outcome
 from tether.graph import Graph
-from tether.inspect import run_view
+from tether.inspect import run_view, waits_view
 from tether.records import Record, budget_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
@@ -129,7 +129,9 @@ async def _execute_with(
         outcome = await go(runtime)
     console.print(graph_tree(outcome.graph))
     console.print(budget_line(outcome.graph))
-    colour = {"succeeded": "green", "paused": "yellow"}.get(outcome.status.value, "red")
+    colour = {"succeeded": "green", "paused": "yellow", "waiting": "yellow"}.get(
+        outcome.status.value, "red"
+    )
     console.print(
         f"status: [{colour}]{outcome.status.value}[/]"
         + (f" ({outcome.reason})" if outcome.reason else "")
@@ -140,7 +142,28 @@ async def _execute_with(
     console.print(f"run id: {outcome.run_id}\nlog: {store.url}")
     if outcome.status is Status.PAUSED:
         console.print(f"resume with: tether resume {outcome.run_id}")
-    return 0 if outcome.status in (Status.SUCCEEDED, Status.PAUSED) else 1
+    if outcome.status is Status.WAITING:
+        print_waits(outcome.graph)
+    return 0 if outcome.status in (Status.SUCCEEDED, Status.PAUSED, Status.WAITING) else 1
+
+
+def print_waits(graph: Graph) -> None:
+    """The pending waits of a parked run, each with the command that answers it."""
+    for wait in waits_view(graph):
+        deadline = ""
+        if wait["deadline_us"]:
+            left = wait["deadline_us"] / 1e6 - time.time()
+            deadline = f", times out in {left:.0f}s" if left > 0 else ", timed out"
+        kind = "sleep" if wait["sleep"] else "wait"
+        console.print(f"{kind} [bold]{wait['key']}[/]{deadline}", highlight=False)
+        if wait["data"] is not None:
+            console.print(f"  data: {json.dumps(wait['data'])}", highlight=False, markup=False)
+        if not wait["sleep"]:
+            console.print(
+                f"  answer with: tether signal {graph.run_id} {wait['key']} --data JSON",
+                highlight=False,
+                markup=False,
+            )
 
 
 async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
@@ -266,6 +289,26 @@ def _run_row(r: Any) -> dict[str, Any]:
     }
 
 
+async def cmd_signal(store: Store, args: argparse.Namespace) -> int:
+    try:
+        payload = json.loads(args.data) if args.data is not None else None
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"bad --data: not JSON ({exc})") from None
+    async with _open_blobs(store, args) as blobs:
+        runtime = Runtime(store, blobs=blobs)
+        done = await runtime.signal(
+            args.run_id, args.key, payload, event_id=args.event_id, wait_s=args.wait
+        )
+    if done.duplicate:
+        print(f"run {done.run_id}: event for wait {done.key!r} was recorded before; nothing new")
+    else:
+        print(
+            f"run {done.run_id}: event for wait {done.key!r} recorded at seq {done.seq}; "
+            f"the run is {done.status.value}"
+        )
+    return 0
+
+
 async def cmd_runs_prune(store: Store, args: argparse.Namespace) -> int:
     from tether.ops import parse_duration, prune
     from tether.store.retention import FINISHED
@@ -316,6 +359,8 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     console.print(budget_line(graph))
     if graph.reason:
         console.print(f"reason: {graph.reason}")
+    if graph.open_waits:
+        print_waits(graph)
     return 0
 
 
@@ -585,6 +630,21 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="stable JSON (see README)")
     show.add_argument("--outputs", action="store_true", help="include node outputs in --json")
     show.set_defaults(fn=cmd_show)
+
+    sig = sub.add_parser("signal", help="deliver an event to a run's wait (e.g. an approval)")
+    sig.add_argument("run_id")
+    sig.add_argument("key", help="the wait's key")
+    sig.add_argument("--data", help="the event's payload as JSON (default: null)")
+    sig.add_argument(
+        "--event-id", help="the event's id: delivering the same id again records nothing"
+    )
+    sig.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        help="seconds to wait for a run executing elsewhere to park (default 30)",
+    )
+    sig.set_defaults(fn=cmd_signal)
 
     blobs = sub.add_parser("blobs", help="the blob store: garbage collection, checks")
     blobs_sub = blobs.add_subparsers(dest="blobs_command", required=True)

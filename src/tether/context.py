@@ -6,9 +6,10 @@ from collections.abc import AsyncIterable, Callable
 from typing import TYPE_CHECKING, Any
 
 from tether.blobs import BlobError, BlobReader, BlobRef, BlobStore
-from tether.core import Budget, Node, Retry, Usage
+from tether.core import Budget, Event, Node, Retry, Usage
 from tether.steps import StepJournal
 from tether.values import ref_of
+from tether.waits import event_of
 
 if TYPE_CHECKING:
     from tether.executor import RunExecutor
@@ -56,6 +57,10 @@ class Context:
         if state is None or state.completed is None:
             raise KeyError(f"node {node_id} of run {self.run_id} is not recorded")
         return await self._run.codec.decode_cached(node_id, state.completed.output)
+
+    async def event(self, key: str) -> Event:
+        """How wait `key` of this run completed: its event's payload, or timed out."""
+        return await event_of(self._run.graph, key, self._run.codec)
 
     def parents_of(self, node_id: str) -> tuple[str, ...]:
         """The parent ids of any node of this run."""

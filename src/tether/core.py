@@ -1,8 +1,8 @@
-"""The core types a handler sees and returns: Node, Spawn, NodeResult, Usage, Retry, Budget."""
+"""The core types a handler sees and returns: Node, Spawn, Wait, Sleep, NodeResult, Usage..."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,46 @@ class Spawn:
 
 
 @dataclass(frozen=True, slots=True)
+class Wait:
+    """A successor that an event delivered to `key` completes, instead of a handler.
+
+    `key` is unique within the run: it is the address events are sent to
+    (`Runtime.signal`, `POST /v1/runs/{id}/signals/{key}`, `tether signal`) and, like a
+    Spawn's key, what siblings name in `after` to run once the event has arrived. The
+    event's payload is the wait's output (`ctx.event(key)`). After `timeout` seconds
+    (counted from when the spawning node is recorded) the wait completes as timed out.
+    `data` is shown to whoever answers; a payload must fit `schema` (a JSON Schema).
+    """
+
+    key: str
+    timeout: float | None = None
+    data: Any = None
+    schema: Mapping[str, Any] | None = None
+    after: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """A durable sleep: a wait that only its timer completes, `seconds` from when the
+    spawning node is recorded or `until` a time (seconds since the epoch)."""
+
+    key: str
+    seconds: float | None = None
+    until: float | None = None
+    after: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """How a wait completed: the delivered payload, or a timeout (`timed_out`, no payload)."""
+
+    key: str
+    payload: Any
+    timed_out: bool = False
+    event_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Tokens and cost a node consumed."""
 
@@ -59,7 +99,7 @@ class NodeResult:
     """What a handler returns: its output and the successors it spawns."""
 
     output: Any = None
-    spawn: Sequence[Spawn] = ()
+    spawn: Sequence[Spawn | Wait | Sleep] = ()
     usage: Usage | None = None
     # Mark this output as the run's result.
     is_result: bool = False

@@ -49,6 +49,9 @@ class Progress:
                     f"seq {seq:>3}  {short:<10} {nf.kind:<9} "
                     f"FAILED {nf.error_type}: {nf.message[:40]}"
                 )
+            case "run_waiting":
+                keys = ", ".join(record.run_waiting.keys)
+                line = f"seq {seq:>3}  {short:<10} waiting for {keys}"
             case "step_recorded":
                 sr = record.step_recorded
                 self.tokens += sr.used.tokens_in + sr.used.tokens_out
@@ -101,6 +104,8 @@ def graph_tree(graph: Graph, title: str | None = None) -> Tree:
             text = Text(
                 f"{state.spec.kind} {nid[:8]}  failed: {state.failed.message[:60]}", style="red"
             )
+        elif nid in graph.open_waits:
+            text = Text(f"wait {state.spec.wait.key!r}  waiting for an event", style="yellow")
         else:
             text = Text(f"{state.spec.kind} {nid[:8]}  pending", style="yellow")
         branch = parent.add(text)

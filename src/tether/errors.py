@@ -174,3 +174,41 @@ class RunIsLive(TetherError):
             f"run {run_id!r} was not deleted: {which} {status}; cancel it or wait until it finishes"
         )
         self.run_id = run_id
+
+
+class EventRefused(TetherError):
+    """An event cannot be delivered; nothing was recorded. `status` is the HTTP answer."""
+
+    status = 409
+
+    def __init__(self, run_id: str, key: str, why: str) -> None:
+        super().__init__(f"run {run_id}: event for wait {key!r} refused: {why}")
+        self.run_id = run_id
+        self.key = key
+
+
+class UnknownWait(EventRefused):
+    """The run has no wait with this key (events are never buffered for a later wait)."""
+
+    status = 404
+
+
+class WaitCompleted(EventRefused):
+    """The wait was completed already, by another event or by its deadline."""
+
+
+class BadEventPayload(EventRefused):
+    """The payload does not fit the wait's declared schema, or is not JSON."""
+
+    status = 422
+
+
+class RunBusy(TetherError):
+    """The run is held by another process that did not let it go in time; retry later."""
+
+    def __init__(self, run_id: str, waited_s: float) -> None:
+        super().__init__(
+            f"run {run_id} is executing in another process and did not park within "
+            f"{waited_s:g}s; nothing was recorded, deliver the event again later"
+        )
+        self.run_id = run_id

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.blobs import BlobError, BlobNotFound, BlobRef
 from tether.context import Context
-from tether.core import Node, NodeResult, Spawn
+from tether.core import Node, NodeResult, Sleep, Spawn, Wait
 from tether.errors import (
     ChildFailed,
     ChildPaused,
@@ -36,10 +36,12 @@ from tether.records import (
     now_us,
     run_finished,
     run_paused,
+    run_waiting,
 )
 from tether.steps import STOPS_NODE
 from tether.store.base import Status
 from tether.values import pb_of
+from tether.waits import check_payload, due_timeouts, event_record, find_wait, wait_spec
 
 if TYPE_CHECKING:
     from tether.registry import HandlerSpec, Registry
@@ -66,6 +68,15 @@ class _Abandoned(Exception):
     """A node stopped unrecorded (drained during a retry back-off); it runs again on resume."""
 
 
+class NotAccepting(Exception):
+    """The executor stopped taking events (it is parking or pausing the run): deliver the
+    event through the store once the run is released."""
+
+
+# An event handed to the executing run: (key, payload, event_id, the future of its seq).
+_Delivery = tuple[str, Any, str, "asyncio.Future[int | None]"]
+
+
 class RunExecutor:
     """Executes one run's graph until it finishes, fails, pauses or is drained."""
 
@@ -82,6 +93,10 @@ class RunExecutor:
         # Set by Runtime.cancel: stop launching, cancel what is in flight, record CANCELLED.
         self.cancelling = asyncio.Event()
         self.finished = asyncio.Event()
+        # Events delivered to this run while it executes here; the loop records them.
+        self.accepting = True
+        self._inbox: list[_Delivery] = []
+        self._inbox_wake = asyncio.Event()
         # Journaled steps append from node tasks while the loop appends completions: one
         # append at a time, so each takes the graph's next seq (uncontended, it never waits).
         self.append_lock = asyncio.Lock()
@@ -92,11 +107,30 @@ class RunExecutor:
         """Stop this run: in-flight nodes are cancelled unrecorded; it finishes CANCELLED."""
         self.cancelling.set()
 
+    async def deliver(self, key: str, payload: Any, event_id: str) -> int | None:
+        """Record an event for wait `key` in this run's loop; return its seq once durable
+        (None if this event was recorded before). NotAccepting once the loop has ended."""
+        if not self.accepting:
+            raise NotAccepting
+        state = find_wait(self.graph, key, event_id)
+        if state is None:
+            return None
+        check_payload(self.graph, state, payload)
+        done: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self._inbox.append((key, payload, event_id, done))
+        self._inbox_wake.set()
+        return await done
+
     async def execute(self) -> Outcome:
         self.runtime.executing[self.graph.run_id] = self
         try:
             return await self._execute()
         finally:
+            self.accepting = False
+            for *_, done in self._inbox:  # never recorded: the sender delivers it again
+                if not done.done():
+                    done.set_exception(NotAccepting())
+            self._inbox.clear()
             self.runtime.executing.pop(self.graph.run_id, None)
             self.finished.set()
 
@@ -109,26 +143,41 @@ class RunExecutor:
         hurry_wait = asyncio.ensure_future(rt.hurry.wait())
         loop = asyncio.get_running_loop()
         deadline: float | None = None
+        inbox_wait: asyncio.Future[Any] | None = None
         try:
             while not self.cancelling.is_set():
                 stopping = rt.draining.is_set() or bool(self._failure or self._pause)
                 if not stopping:
                     self._pause = g.exhausted(now_us())
                     stopping = bool(self._pause)
+                if not stopping and (self._inbox or g.open_waits):
+                    queue.extend(await self._record_events())
                 while queue and not stopping and len(tasks) < rt.concurrency:
                     nid = queue.popleft()
                     tasks[asyncio.ensure_future(self._run_node(nid))] = nid
                 if not tasks:
+                    if self._inbox and not stopping:
+                        continue  # delivered while the last batch was being recorded
+                    self.accepting = False
                     break
                 if rt.draining.is_set() and deadline is None:
                     deadline = loop.time() + rt.grace
                 if rt.hurry.is_set():  # a second signal: the grace period ends now
                     deadline = loop.time()
-                waiting: set[asyncio.Future[Any]] = set(tasks) | {cancel_wait}
+                if inbox_wait is None or inbox_wait.done():
+                    self._inbox_wake.clear()
+                    inbox_wait = asyncio.ensure_future(self._inbox_wake.wait())
+                    if self._inbox:  # arrived while the last batch was being recorded
+                        self._inbox_wake.set()
+                waiting: set[asyncio.Future[Any]] = set(tasks) | {cancel_wait, inbox_wait}
                 for wake in (drain_wait, hurry_wait):
                     if not wake.done():
                         waiting.add(wake)
                 timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                if g.open_waits and not stopping and (wake_us := g.wake_at_us()):
+                    # A wait's deadline passes while other nodes are in flight.
+                    until_due = max(0.0, (wake_us - now_us()) / 1e6)
+                    timeout = until_due if timeout is None else min(timeout, until_due)
                 done, _ = await asyncio.wait(
                     waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
                 )
@@ -136,7 +185,7 @@ class RunExecutor:
                     # What completed meanwhile is dropped: a cancelled run records no more.
                     await self._wait_children_cancelled()
                     break
-                if not done and deadline is not None:
+                if not done and deadline is not None and loop.time() >= deadline:
                     log.warning(
                         "run %s: grace period over, cancelling %d nodes", g.run_id, len(tasks)
                     )
@@ -144,7 +193,7 @@ class RunExecutor:
                     break
                 batch: list[tuple[Record, bytes]] = []
                 for task in done:
-                    if task in (drain_wait, hurry_wait, cancel_wait):
+                    if task in (drain_wait, hurry_wait, cancel_wait, inbox_wait):
                         continue
                     nid = tasks.pop(task)
                     batch.extend(self._collect(task, nid))
@@ -153,12 +202,59 @@ class RunExecutor:
                         queue.extend(await rt.writer.commit(g, batch, epoch=self.epoch))
                     self._note_failures(batch)
         finally:
+            self.accepting = False
             drain_wait.cancel()
             cancel_wait.cancel()
             hurry_wait.cancel()
+            if inbox_wait is not None:
+                inbox_wait.cancel()
             if tasks:  # an exception (fencing, cancellation) ends the loop: nothing more lands
                 await _cancel_all(tasks)
         return await self._finish()
+
+    async def _record_events(self) -> list[str]:
+        """Record the events delivered here and the waits whose deadline has passed, in one
+        append; answer each sender; return the nodes that became ready."""
+        g = self.graph
+        inbox, self._inbox = self._inbox, []
+        batch: list[tuple[Record, bytes]] = []
+        answered: list[tuple[asyncio.Future[int | None], int | None]] = []
+        for key, payload, event_id, done in inbox:
+            try:  # judged again: an earlier event or a deadline may have completed it
+                state = find_wait(g, key, event_id)
+                if state is not None:
+                    value = await self.codec.encode(payload)
+                    record = event_record(state, value, event_id)
+                    data = encode(record)
+                    self.runtime.check_record_size(g.run_id, state.spec.node_id, data)
+                    g.check(record)
+            except Exception as exc:
+                done.set_exception(exc)
+                continue
+            if state is None:
+                answered.append((done, None))
+                continue
+            answered.append((done, g.next_seq + len(batch)))
+            batch.append((record, data))
+        if g.open_waits:
+            taken = {r.node_completed.node_id for r, _ in batch}
+            for record in due_timeouts(g, now_us()):
+                if record.node_completed.node_id not in taken:
+                    batch.append((record, encode(record)))
+        ready: list[str] = []
+        if batch:
+            try:
+                async with self.append_lock:
+                    ready = await self.runtime.writer.commit(g, batch, epoch=self.epoch)
+            except BaseException as exc:
+                for done, _ in answered:
+                    if not done.done():
+                        done.set_exception(exc if isinstance(exc, Exception) else NotAccepting())
+                raise
+        for done, seq in answered:
+            if not done.done():
+                done.set_result(seq)
+        return ready
 
     async def _wait_children_cancelled(self) -> None:
         """Let sub-agent runs here (cancelled along with this one) record their own finish.
@@ -240,6 +336,10 @@ class RunExecutor:
             status = Status.PAUSED
             reason = "drain" if rt.draining.is_set() and not self._pause else self._pause or "drain"
             record = run_paused(reason)
+        elif g.open_waits:
+            # Parked: the run is a row with a wake-up time until an event or a deadline.
+            status = Status.WAITING
+            record = run_waiting([w.key for w in g.pending_waits()], g.wake_at_us())
         else:
             status = Status.FAILED
             stuck = [n for n, s in g.nodes.items() if s.completed is None][:5]
@@ -390,7 +490,7 @@ class RunExecutor:
             refs.append(ref)
         return refs
 
-    async def _specs(self, node_id: str, spawns: Sequence[Spawn]) -> list[NodeSpec]:
+    async def _specs(self, node_id: str, spawns: Sequence[Spawn | Wait | Sleep]) -> list[NodeSpec]:
         keys = [s.key if s.key is not None else str(i) for i, s in enumerate(spawns)]
         if len(set(keys)) != len(keys):
             raise InvalidSpawn(f"node {node_id} spawned two successors with the same key: {keys}")
@@ -406,8 +506,11 @@ class RunExecutor:
                         f"node {node_id}: successor {key!r} joins on unknown keys {missing}"
                     )
                 parents = [child_id(node_id, a) for a in s.after]
-            spec = NodeSpec(node_id=child_id(node_id, key), kind=s.kind, parent_ids=parents)
-            spec.input.CopyFrom(await self.codec.encode(s.input))
+            if isinstance(s, Spawn):
+                spec = NodeSpec(node_id=child_id(node_id, key), kind=s.kind, parent_ids=parents)
+                spec.input.CopyFrom(await self.codec.encode(s.input))
+            else:
+                spec = await wait_spec(node_id, s, parents, self.codec, now_us())
             specs.append(spec)
         return specs
 
@@ -416,6 +519,12 @@ class RunExecutor:
     ) -> tuple[Record, bytes]:
         record = node_failed(spec, exc, attempt, retryable=retryable)
         return record, encode(record)
+
+
+def wake_at_of(graph: Graph) -> float | None:
+    """When a parked run must be woken for its earliest deadline (seconds since the epoch)."""
+    wake_us = graph.wake_at_us()
+    return wake_us / 1e6 if wake_us else None
 
 
 async def _call(handler: HandlerSpec, ctx: Context, node: Node) -> Any:

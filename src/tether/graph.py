@@ -16,7 +16,9 @@ from tether.records import (
     Record,
     RunStarted,
     StepRecorded,
+    WaitSpec,
     body_of,
+    waiting_reason,
 )
 from tether.status import Status
 
@@ -35,6 +37,24 @@ class NodeState:
     failed: NodeFailed | None = None
     # Journaled steps recorded by the node's handler, by position (None: none yet).
     steps: dict[int, StepRecorded] | None = None
+
+    @property
+    def is_wait(self) -> bool:
+        """A wait node: an event or its deadline completes it, never a handler."""
+        return self.spec.HasField("wait")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWait:
+    """A wait whose parents are recorded and that no event or deadline completed yet."""
+
+    key: str
+    node_id: str
+    spec: WaitSpec
+
+    @property
+    def deadline_us(self) -> int:
+        return self.spec.deadline_us
 
 
 class NodesView(Mapping[str, NodeState]):
@@ -84,6 +104,11 @@ class Graph:
         # Journaled steps recorded by running nodes, by node id, then position.
         self._steps: dict[str, dict[int, StepRecorded]] = {}
         self.nodes = NodesView(self)
+        # Every wait node of the run by key (keys are unique within a run), and the ids of
+        # those open now: parents recorded, not completed. A wait is never `ready`.
+        self.waits: dict[str, str] = {}
+        self._wait_ids: set[str] = set()
+        self.open_waits: dict[str, None] = {}
         # Ordered set of ready node ids (insertion order is launch order).
         self.ready: dict[str, None] = {}
         self._waiters: dict[str, list[str]] = {}
@@ -130,6 +155,17 @@ class Graph:
         """The spec of a spawned node (KeyError if none)."""
         return self._specs[node_id]
 
+    def pending_waits(self) -> list[PendingWait]:
+        """The open waits, in the order they opened."""
+        specs = self._specs
+        return [PendingWait(specs[nid].wait.key, nid, specs[nid].wait) for nid in self.open_waits]
+
+    def wake_at_us(self) -> int:
+        """The earliest deadline of the open waits (µs since the epoch); 0 if none has one."""
+        specs = self._specs
+        deadlines = [d for nid in self.open_waits if (d := specs[nid].wait.deadline_us) > 0]
+        return min(deadlines, default=0)
+
     @property
     def tokens(self) -> int:
         return self.tokens_in + self.tokens_out
@@ -171,36 +207,55 @@ class Graph:
         match body:
             case "node_completed":
                 nc = record.node_completed
-                self._check_completed(nc.node_id, _unpack(nc.spawned))
+                self._check_completed(nc.node_id, _unpack(nc.spawned), nc)
             case "node_failed":
                 if record.node_failed.node_id not in self._specs:
                     raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
             case "step_recorded":
                 self._check_step(record.step_recorded)
-            case "run_paused" | "run_resumed" | "run_finished":
+            case "run_paused" | "run_resumed" | "run_finished" | "run_waiting":
                 pass
             case _:
                 assert_never(body)
 
-    def _check_completed(self, nid: str, spawned: list[_Spawned]) -> None:
+    def _check_completed(
+        self, nid: str, spawned: list[_Spawned], nc: NodeCompleted | None = None
+    ) -> None:
         if nid not in self._specs:
             raise GraphError(f"completes node {nid}, which was never spawned")
         if nid in self._done:
             raise GraphError(f"records node {nid} a second time")
         if nid in self._waiting:
             raise GraphError(f"completes node {nid} before its parents")
+        if nid in self._wait_ids:
+            self._check_wait_done(nid, nc)
         if spawned:
             self._check_spawned(nid, spawned)
+
+    def _check_wait_done(self, nid: str, nc: NodeCompleted | None) -> None:
+        wait = self._specs[nid].wait
+        if nc is None or nc.wait.key != wait.key:
+            raise GraphError(f"completes wait {wait.key!r} without its event")
+        if wait.timer_only and not nc.wait.timed_out:
+            raise GraphError(f"completes sleep {wait.key!r} by an event")
 
     def _check_spawned(self, nid: str, spawned: list[_Spawned]) -> None:
         nodes = self._specs
         new: set[str] = set()
-        for _, sid, parents in spawned:
+        keys: set[str] = set()
+        for spec, sid, parents in spawned:
             if sid in nodes or sid in new:
                 raise GraphError(f"spawns node {sid}, which already exists")
             for parent in parents:
                 if parent != nid and parent not in nodes and parent not in new:
                     raise GraphError(f"spawns {sid} after unknown node {parent}")
+            if spec.HasField("wait"):
+                key = spec.wait.key
+                if not key:
+                    raise GraphError(f"spawns wait {sid} without a key")
+                if key in self.waits or key in keys:
+                    raise GraphError(f"spawns a second wait with key {key!r} in this run")
+                keys.add(key)
             new.add(sid)
 
     def _check_step(self, sr: StepRecorded) -> None:
@@ -232,9 +287,17 @@ class Graph:
                     raise GraphError(f"records node {nid} a second time")
                 if nid in self._waiting:
                     raise GraphError(f"completes node {nid} before its parents")
-                for _, sid, parents in spawned:
+                if nid in self._wait_ids:
+                    self._check_wait_done(nid, nc)
+                for spec, sid, parents in spawned:
                     # _check_spawned, inlined for the common successor (see below).
-                    if sid in specs or len(spawned) > 1 or len(parents) != 1 or parents[0] != nid:
+                    if (
+                        sid in specs
+                        or len(spawned) > 1
+                        or len(parents) != 1
+                        or parents[0] != nid
+                        or spec.HasField("wait")
+                    ):
                         self._check_spawned(nid, spawned)
                         break
             self.next_seq += 1
@@ -244,6 +307,8 @@ class Graph:
             finished[nid] = nc
             if nid in ready:
                 del ready[nid]
+            if self.open_waits and nid in self.open_waits:
+                del self.open_waits[nid]
             if nc.HasField("used"):
                 used = nc.used
                 self.tokens_in += used.tokens_in
@@ -259,7 +324,7 @@ class Graph:
                     self._release(children, became)
             for spec, sid, parents in spawned:
                 # _add, inlined for the common successor: one parent, the node just recorded.
-                if len(parents) == 1 and parents[0] == nid:
+                if len(parents) == 1 and parents[0] == nid and not spec.HasField("wait"):
                     specs[sid] = spec
                     ready[sid] = None
                     became.append(sid)
@@ -290,6 +355,9 @@ class Graph:
             case "run_paused":
                 self._close_session(at)
                 self.status, self.reason = Status.PAUSED, record.run_paused.reason
+            case "run_waiting":
+                self._close_session(at)
+                self.status, self.reason = Status.WAITING, waiting_reason(record.run_waiting)
             case "run_resumed":
                 if record.run_resumed.HasField("limits"):
                     self.limits = record.run_resumed.limits
@@ -325,8 +393,11 @@ class Graph:
                 waiting[child] = left
             else:
                 del waiting[child]
-                self.ready[child] = None
-                became.append(child)
+                if child in self._wait_ids:
+                    self.open_waits[child] = None
+                else:
+                    self.ready[child] = None
+                    became.append(child)
 
     def _count(self, used: BudgetUsed) -> None:
         self.tokens_in += used.tokens_in
@@ -345,8 +416,14 @@ class Graph:
                     waiting += 1
                     self._waiters.setdefault(parent, []).append(sid)
             specs[sid] = spec
+            is_wait = spec.HasField("wait")
+            if is_wait:
+                self.waits[spec.wait.key] = sid
+                self._wait_ids.add(sid)
             if waiting:
                 self._waiting[sid] = waiting
+            elif is_wait:
+                self.open_waits[sid] = None
             else:
                 ready[sid] = None
                 became.append(sid)

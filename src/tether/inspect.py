@@ -6,7 +6,17 @@ import json
 from typing import Any, assert_never
 
 from tether.graph import Graph
-from tether.records import BudgetLimits, BudgetUsed, NodeSpec, Record, StepRecorded, Value, body_of
+from tether.records import (
+    BudgetLimits,
+    BudgetUsed,
+    NodeSpec,
+    Record,
+    StepRecorded,
+    Value,
+    WaitOutcome,
+    WaitSpec,
+    body_of,
+)
 from tether.status import Status
 
 FORMAT_VERSION = 1
@@ -37,6 +47,10 @@ def node_view(graph: Graph, node_id: str, *, outputs: bool = False) -> dict[str,
         view["error"] = {"type": state.failed.error_type, "message": state.failed.message}
     elif node_id in graph.ready:
         view["status"] = "ready"
+    elif node_id in graph.open_waits:
+        view["status"] = "waiting"
+    if state.is_wait:
+        view["wait"] = wait_view(state.spec.wait)
     nc = state.completed
     if nc is not None:
         view.update(
@@ -51,11 +65,37 @@ def node_view(graph: Graph, node_id: str, *, outputs: bool = False) -> dict[str,
             spawned=[s.node_id for s in nc.spawned],
             fallback=nc.fallback,
         )
+        if nc.HasField("wait"):
+            view["event"] = _outcome_view(nc.wait)
         if outputs:
             view["output"] = _inline(nc.output)
     if state.steps:
         view["steps"] = [_step_view(state.steps[i]) for i in sorted(state.steps)]
     return view
+
+
+def wait_view(wait: WaitSpec) -> dict[str, Any]:
+    """A wait as whoever answers it sees it: key, deadline, data, schema, sleep or not."""
+    return {
+        "key": wait.key,
+        "deadline_us": wait.deadline_us or None,
+        "data": _inline(wait.data) if wait.HasField("data") else None,
+        "schema": json.loads(wait.schema) if wait.schema else None,
+        "sleep": wait.timer_only,
+    }
+
+
+def waits_view(graph: Graph) -> list[dict[str, Any]]:
+    """The run's pending (open) waits, each with its node id."""
+    return [{"node_id": w.node_id, **wait_view(w.spec)} for w in graph.pending_waits()]
+
+
+def _outcome_view(outcome: WaitOutcome) -> dict[str, Any]:
+    return {
+        "key": outcome.key,
+        "event_id": outcome.event_id or None,
+        "timed_out": outcome.timed_out,
+    }
 
 
 def limits_view(lim: BudgetLimits) -> dict[str, Any]:
@@ -91,7 +131,14 @@ def _step_view(sr: StepRecorded) -> dict[str, Any]:
 
 
 def _spec_view(spec: NodeSpec) -> dict[str, Any]:
-    return {"node_id": spec.node_id, "kind": spec.kind, "parent_ids": list(spec.parent_ids)}
+    view: dict[str, Any] = {
+        "node_id": spec.node_id,
+        "kind": spec.kind,
+        "parent_ids": list(spec.parent_ids),
+    }
+    if spec.HasField("wait"):
+        view["wait"] = wait_view(spec.wait)
+    return view
 
 
 def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
@@ -141,6 +188,8 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
                 is_result=nc.is_result,
                 fallback=nc.fallback,
             )
+            if nc.HasField("wait"):
+                view["event"] = _outcome_view(nc.wait)
         case "node_failed":
             nf = record.node_failed
             view.update(
@@ -153,6 +202,9 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
             )
         case "run_paused":
             view.update(status=Status.PAUSED, reason=record.run_paused.reason)
+        case "run_waiting":
+            rw = record.run_waiting
+            view.update(status=Status.WAITING, keys=list(rw.keys), wake_at_us=rw.wake_at_us or None)
         case "run_resumed":
             rr = record.run_resumed
             view.update(status=Status.RUNNING, owner=rr.owner, epoch=rr.epoch)
@@ -211,5 +263,6 @@ def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
             },
         },
         "result": result,
+        "waits": waits_view(graph),
         "nodes": [node_view(graph, n, outputs=outputs) for n in order],
     }

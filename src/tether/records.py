@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal, assert_never
 
 from google.protobuf.message import DecodeError
 
 from tether._proto.tether.v1 import records_pb2 as pb
+from tether.clock import now_us as now_us  # record timestamps; tests move the clock
 from tether.core import Budget
 from tether.errors import CorruptRecord, OutputNotSerializable
 from tether.status import Status
@@ -24,6 +24,9 @@ RunStarted = pb.RunStarted
 RunPaused = pb.RunPaused
 RunResumed = pb.RunResumed
 RunFinished = pb.RunFinished
+RunWaiting = pb.RunWaiting
+WaitSpec = pb.WaitSpec
+WaitOutcome = pb.WaitOutcome
 StepRecorded = pb.StepRecorded
 RunStatus = pb.RunStatus
 Value = pb.Value
@@ -43,6 +46,7 @@ Body = Literal[
     "run_resumed",
     "run_finished",
     "step_recorded",
+    "run_waiting",
 ]
 
 
@@ -126,6 +130,29 @@ def node_failed(
     return pb.Record(at_us=now_us(), node_failed=failed)
 
 
+def wait_completed(
+    spec: pb.NodeSpec, *, payload: pb.Value | None, event_id: str = "", timed_out: bool = False
+) -> pb.Record:
+    """A wait node completed: by an event (its payload is the output) or by its deadline."""
+    at = now_us()
+    nc = pb.NodeCompleted(
+        node_id=spec.node_id,
+        parent_ids=spec.parent_ids,
+        kind=spec.kind,
+        output=payload,
+        started_at_us=at,
+        finished_at_us=at,
+        attempt=1,
+        wait=pb.WaitOutcome(key=spec.wait.key, event_id=event_id, timed_out=timed_out),
+    )
+    return pb.Record(at_us=at, node_completed=nc)
+
+
+def run_waiting(keys: Iterable[str], wake_at_us: int) -> pb.Record:
+    """The run parks: nothing ready or in flight, these waits pending (0: no deadline)."""
+    return pb.Record(at_us=now_us(), run_waiting=pb.RunWaiting(keys=keys, wake_at_us=wake_at_us))
+
+
 def step_recorded(
     node_id: str,
     index: int,
@@ -149,6 +176,11 @@ def step_recorded(
         finished_at_us=finished_at_us,
     )
     return pb.Record(at_us=finished_at_us, step_recorded=step)
+
+
+def waiting_reason(waiting: pb.RunWaiting) -> str:
+    """The reason a parked run shows: the keys it waits for."""
+    return f"waiting for {', '.join(waiting.keys)}"[:500]
 
 
 def run_paused(reason: str) -> pb.Record:
@@ -194,11 +226,6 @@ def budget_of(limits: pb.BudgetLimits) -> Budget:
     )
 
 
-def now_us() -> int:
-    """Wall-clock time in microseconds since the epoch."""
-    return time.time_ns() // 1000
-
-
 def dump_json(obj: Any) -> bytes:
     """Compact JSON bytes of a value, or OutputNotSerializable naming why not."""
     try:
@@ -237,6 +264,8 @@ def blob_refs(record: pb.Record) -> Iterator[tuple[str, pb.BlobRef]]:
             yield from _value_ref(f"output of node {nc.node_id}", nc.output)
             for spec in nc.spawned:
                 yield from _value_ref(f"input of node {spec.node_id}", spec.input)
+                if spec.HasField("wait"):
+                    yield from _value_ref(f"data of wait {spec.wait.key}", spec.wait.data)
             for ref in nc.blobs:
                 yield f"attachment of node {nc.node_id}", ref
         case "run_finished":
@@ -244,7 +273,7 @@ def blob_refs(record: pb.Record) -> Iterator[tuple[str, pb.BlobRef]]:
         case "step_recorded":
             sr = record.step_recorded
             yield from _value_ref(f"output of step {sr.index} of node {sr.node_id}", sr.output)
-        case "node_failed" | "run_paused" | "run_resumed" | None:
+        case "node_failed" | "run_paused" | "run_resumed" | "run_waiting" | None:
             pass  # no values
         case _:
             assert_never(body)

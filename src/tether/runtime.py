@@ -10,11 +10,13 @@ from typing import Any
 
 from tether.blobs import BlobStore
 from tether.core import Budget, Usage
+from tether.delivery import Delivered, deliver
 from tether.errors import (
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
     CorruptRecord,
+    RecordTooLarge,
     RunExists,
     RunNotResumable,
     UnknownRun,
@@ -85,6 +87,32 @@ class Runtime:
 
     def new_codec(self) -> ValueCodec:
         return ValueCodec(self.blobs, threshold=self.offload_threshold)
+
+    def check_record_size(self, run_id: str, node_id: str, data: bytes) -> None:
+        """RecordTooLarge if an encoded record is over `record_cap`."""
+        if len(data) > self.record_cap:
+            raise RecordTooLarge(run_id, node_id, len(data), self.record_cap)
+
+    async def signal(
+        self,
+        run_id: str,
+        key: str,
+        payload: Any = None,
+        *,
+        event_id: str | None = None,
+        wait_s: float = 30.0,
+    ) -> Delivered:
+        """Deliver an event to wait `key` of a run; return once it is recorded in the log.
+
+        The payload becomes the wait's output and its successors run: at once if the run
+        executes in this process, else when a worker (or `resume`) takes the parked run up.
+        With `event_id`, a repeated delivery of the same event is a no-op (`duplicate`).
+        Refused, recording nothing: UnknownRun; UnknownWait (no such key, or not open yet:
+        events are not buffered); WaitCompleted (answered already, timed out, a sleep, or the
+        run finished); BadEventPayload (not JSON, or not fitting the wait's schema); RunBusy
+        if another process holds the run for longer than `wait_s`.
+        """
+        return await deliver(self, run_id, key, payload, event_id=event_id or "", wait_s=wait_s)
 
     def drain(self) -> None:
         """Stop launching nodes everywhere; in-flight ones finish and are recorded, runs pause.
@@ -284,6 +312,8 @@ class Runtime:
             outcome = await self.continue_graph(graph)
         if outcome.status is Status.PAUSED:
             raise ChildPaused(run_id, outcome.reason)
+        if outcome.status is Status.WAITING:
+            raise ChildFailed(run_id, f"a sub-agent run cannot wait yet ({outcome.reason})")
         if outcome.status is not Status.SUCCEEDED:
             raise ChildFailed(run_id, outcome.reason)
         g = outcome.graph

@@ -144,10 +144,22 @@ class Worker:
                 self._renewed[claim.run_id] = sent
                 self._tasks[claim.run_id] = tg.create_task(self._execute(claim))
             if free > 0 and len(claims) < free:
-                await self._until_stopped(self.leases.wait_for_work(self.poll))
+                await self._until_stopped(self.leases.wait_for_work(await self._idle_wait()))
             else:
                 self._slot_freed.clear()
                 await self._until_stopped(self._slot_freed.wait())
+
+    async def _idle_wait(self) -> float:
+        """How long an idle worker waits for a NOTIFY: its poll, or less when a parked run's
+        deadline comes sooner (timers are not polled for; they are waited for)."""
+        try:
+            due_in = await self.leases.next_wake()
+        except StoreUnavailable:
+            return self.poll
+        if due_in is None:
+            return self.poll
+        # Not zero when due: a due run another worker is claiming right now is locked.
+        return min(self.poll, max(0.005, due_in))
 
     async def _until_stopped(self, aw: Awaitable[Any]) -> None:
         """Await `aw`, or stop waiting as soon as a drain begins."""

@@ -11,16 +11,14 @@ Records are built by the constructors in `tether.records`; this module only writ
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from tether import faults
+from tether import clock, faults
 from tether.errors import RunExists, StoreUnavailable
 from tether.events import EventBus
 from tether.graph import Graph
-from tether.records import Record, encode
+from tether.records import Record, encode, waiting_reason
 from tether.status import Status
 from tether.store.base import RunInfo, Store
 
@@ -49,7 +47,7 @@ class RecordWriter:
         graph = Graph(info.run_id)
         graph.check(record)
         data = encode(record)
-        give_up = time.monotonic() + self.retry_s
+        give_up = clock.monotonic() + self.retry_s
 
         async def again() -> None:
             try:
@@ -101,7 +99,7 @@ class RecordWriter:
         return ready
 
     async def finish(self, graph: Graph, record: Record, *, epoch: int | None = None) -> bool:
-        """Record a run's last record (RunFinished or RunPaused) together with its status in
+        """Record a run's last record (RunFinished, RunPaused or RunWaiting) with its status in
         the runs table and the release of its lease, in one transaction; apply, publish.
 
         Nobody therefore sees a finished log with a row still held, or a released row whose
@@ -111,7 +109,9 @@ class RecordWriter:
         graph.check(record)
         seq, data = graph.next_seq, encode(record)
         status, reason = ending_of(record)
-        give_up = time.monotonic() + self.retry_s
+        # A parked run is claimed again at its earliest deadline (None: only an event).
+        wake_at = record.run_waiting.wake_at_us / 1e6 or None
+        give_up = clock.monotonic() + self.retry_s
         released = False
 
         async def once() -> None:
@@ -119,7 +119,7 @@ class RecordWriter:
             faults.hit("before_release")
             faults.hit("before_append")
             released = await self.store.leases.release(
-                graph.run_id, epoch, status, reason, final=(seq, data)
+                graph.run_id, epoch, status, reason, final=(seq, data), wake_at=wake_at
             )
             faults.hit("after_append")
 
@@ -139,7 +139,7 @@ class RecordWriter:
         ConflictingRecord if another record holds one of these seqs, StaleEpoch if `epoch`
         is no longer the run's; StoreUnavailable once `retry_s` has passed without success.
         """
-        give_up = time.monotonic() + self.retry_s
+        give_up = clock.monotonic() + self.retry_s
         try:  # the first attempt inline: no closure, no extra coroutine on the hot path
             faults.hit("before_append")
             await self.store.log.append(run_id, entries, epoch=epoch)
@@ -168,12 +168,12 @@ class RecordWriter:
         does not raise StoreUnavailable, or raise that once `give_up` (monotonic) has passed."""
         delay = FIRST_DELAY_S
         while True:
-            if time.monotonic() > give_up:
+            if clock.monotonic() > give_up:
                 raise exc
             log.warning(
                 "run %s: store unavailable for %s (%s), retrying in %.2fs", run_id, what, exc, delay
             )
-            await asyncio.sleep(delay)
+            await clock.sleep(delay)
             delay = min(delay * 2, MAX_DELAY_S)
             try:
                 await attempt()
@@ -186,6 +186,8 @@ def ending_of(record: Record) -> tuple[Status, str | None]:
     """The status and reason a run's last record gives its row."""
     if record.HasField("run_paused"):
         return Status.PAUSED, record.run_paused.reason or None
+    if record.HasField("run_waiting"):
+        return Status.WAITING, waiting_reason(record.run_waiting)
     if record.HasField("run_finished"):
         return Status.from_pb(record.run_finished.status), record.run_finished.error or None
     raise ValueError(f"a {record.WhichOneof('body')} record does not end a run")

@@ -2,6 +2,7 @@
 
 Usage: python tests/golden/write_golden.py v1   (refuses to overwrite)
        python tests/golden/write_golden.py v1_steps   (journaled steps, a crash, a resume)
+       python tests/golden/write_golden.py v1_waits   (a run with waits: an event, a timeout)
 Format: for each row of run_log in seq order, a 4-byte big-endian length then the row bytes.
 """
 
@@ -21,6 +22,11 @@ async def main(version: str) -> None:
     out = HERE / f"{version}.log"
     if out.exists():
         sys.exit(f"{out} exists: golden logs are never rewritten")
+    if version.endswith("_waits"):
+        rows, result = await waits()
+        out.write_bytes(b"".join(len(r).to_bytes(4, "big") + r for r in rows))
+        print(f"wrote {out}: {len(rows)} records, result {result}")
+        return
     os.environ["TETHER_DEMO_SPEED"] = "0"
     from tether.runtime import Runtime
     from tether.store import store_from_url
@@ -36,6 +42,24 @@ async def main(version: str) -> None:
             rows = await store.log.read_all(outcome.run_id)
     out.write_bytes(b"".join(len(r).to_bytes(4, "big") + r for r in rows))
     print(f"wrote {out}: {len(rows)} records, result {outcome.result}")
+
+
+async def waits() -> tuple[list[bytes], object]:
+    """Two approvals: one answered by an event, the other timed out after the run parked."""
+    sys.path.insert(0, str(HERE.parent.parent))
+    from tests.waits_agents import approvals
+    from tether.runtime import Runtime
+    from tether.store import store_from_url
+
+    with tempfile.TemporaryDirectory() as tmp:
+        async with store_from_url(f"sqlite:///{tmp}/g.db") as store:
+            rt = Runtime(store, owner="golden")
+            await rt.start(approvals, {"n": 2, "timeout": 1.0}, run_id="golden")
+            await rt.signal("golden", "approve-0", {"approve": True}, event_id="golden-event")
+            await rt.resume("golden")
+            await asyncio.sleep(1.2)
+            outcome = await rt.resume("golden")
+            return await store.log.read_all("golden"), outcome.result
 
 
 async def _steps_run(store: Any) -> Any:

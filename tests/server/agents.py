@@ -9,7 +9,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from tether import Context, Node, NodeResult, Registry, Spawn, Usage
+from tether import Context, Node, NodeResult, Registry, Spawn, Usage, Wait
 
 # A chain of `n` steps; between two steps, `width` leaves run side by side. Every node
 # sleeps `delay` seconds: simulated model and tool latency.
@@ -139,3 +139,12 @@ async def answer(ctx: Context, node: Node) -> NodeResult:
 @helper.node("look")
 async def look(ctx: Context, node: Node) -> dict[str, Any]:
     return {"found": f"notes on {node.input['topic']}"}
+
+
+# Parks at once, waiting for an "approve" event (the console shows what it waits for).
+approval = Registry("test.server.approval", entry="ask")
+
+
+@approval.node("ask")
+async def ask(ctx: Context, node: Node) -> NodeResult:
+    return NodeResult({"ask": "delete?"}, spawn=[Wait("approve", timeout=3600)])

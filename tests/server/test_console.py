@@ -17,7 +17,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
 from tests.server.agents import chain_input
-from tests.server.kit import CHAIN, CONSOLE, TOKEN, ServerProcess, start_server
+from tests.server.kit import APPROVAL, CHAIN, CONSOLE, TOKEN, ServerProcess, start_server
 from tests.server.test_page import browser
 from tests.server.test_page import wait_page as wait_state
 from tether.client import TetherClient
@@ -27,7 +27,9 @@ __all__ = ["browser"]  # the fixture, shared with test_page
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = start_server(tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", "--agent", CONSOLE)
+    proc = start_server(
+        tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", "--agent", CONSOLE, "--agent", APPROVAL
+    )
     yield proc
     assert proc.stop() == 0
 
@@ -238,6 +240,22 @@ async def test_the_cancel_and_resume_buttons(server: ServerProcess, browser: Web
     state = await wait_page(browser, lambda s: s["finished"])
     assert state["status"] == "cancelled"
     assert "cancelled" in browser.find_element(By.ID, "action-note").text
+
+
+async def test_a_waiting_run_says_what_it_waits_for(
+    server: ServerProcess, browser: WebDriver
+) -> None:
+    async with TetherClient(server.url, TOKEN) as client:
+        run_id = (await client.start(APPROVAL))["run_id"]
+    browser.get(f"{server.url}/runs/{run_id}?token={TOKEN}")
+    await wait_page(browser, lambda s: s["status"] == "waiting")
+    await until(lambda: "approve" in browser.find_element(By.ID, "outcome").text)
+    assert browser.find_element(By.ID, "outcome-title").text == "waiting"
+    assert browser.find_element(By.ID, "cancel").is_enabled()
+    browser.find_element(By.ID, "cancel").click()
+    sign_in(browser, TOKEN)
+    state = await wait_page(browser, lambda s: s["finished"])
+    assert state["status"] == "cancelled"
 
 
 AXE = Path(__file__).resolve().parents[2] / ".cache/axe/node_modules/axe-core/axe.min.js"

@@ -117,8 +117,12 @@ class RunTable(ABC):
         *,
         reason: str | None = None,
         epoch: int | None = None,
+        wake_at: float | None = None,
     ) -> None:
         """Change a run's status (UnknownRun if there is no such run).
+
+        `wake_at` (seconds since the epoch) is when a parked (WAITING) run is due to be
+        claimed again for a deadline; None for any other status, or no deadline.
 
         With `epoch`, only while the run's epoch is still that one (StaleEpoch if not),
         so an owner that was fenced off cannot overwrite its successor's state.
@@ -149,9 +153,10 @@ class Claim:
 class Leases(ABC):
     """Who executes which run: claims with a lease and an epoch, renewals, releases.
 
-    Runnable runs are top-level runs that are queued, paused by a drain, or running
-    with an expired lease. Sub-agent runs are never claimed on their own: the worker
-    that owns the parent adopts them (`adopt_child`).
+    Runnable runs are top-level runs that are queued, paused by a drain, parked (WAITING)
+    with a wake-up time that has come, or running with an expired lease. Sub-agent runs
+    are never claimed on their own: the worker that owns the parent adopts them
+    (`adopt_child`).
     """
 
     @abstractmethod
@@ -171,8 +176,12 @@ class Leases(ABC):
         reason: str | None = None,
         *,
         final: tuple[int, bytes] | None = None,
+        wake_at: float | None = None,
     ) -> bool:
         """Give a run up with its new status; False if the epoch had moved on (nothing changed).
+
+        A run released WAITING (parked) is claimed again once `wake_at` (seconds since the
+        epoch) has passed; with None, only an event delivered to it wakes it.
 
         With `final` (seq, record), that record is appended in the same transaction, judged
         as `LogStore.append` judges it (StaleEpoch, ConflictingRecord; an identical record
@@ -210,6 +219,11 @@ class Leases(ABC):
     @abstractmethod
     async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
         """Of the runs held at these epochs, the ids of those flagged to be cancelled."""
+
+    @abstractmethod
+    async def next_wake(self) -> float | None:
+        """Seconds until the earliest wake-up time of a parked run (negative when due; None
+        if no parked run has one), so an idle worker sleeps no longer than that."""
 
     @abstractmethod
     async def notify(self) -> None:

@@ -30,6 +30,7 @@ class _State:
         self.logs: dict[str, dict[int, bytes]] = {}
         self.runs: dict[str, RunInfo] = {}
         self.cancels: set[str] = set()  # the runs_table's cancel_requested flag
+        self.wake_at: dict[str, float] = {}  # the runs table's wake_at column, when set
 
 
 class MemoryLog(LogStore):
@@ -81,6 +82,7 @@ class MemoryRuns(RunTable):
         *,
         reason: str | None = None,
         epoch: int | None = None,
+        wake_at: float | None = None,
     ) -> None:
         info = self._s.runs.get(run_id)
         if info is None:
@@ -88,6 +90,7 @@ class MemoryRuns(RunTable):
         if epoch is not None and info.epoch != epoch:
             raise StaleEpoch(run_id, epoch)
         self._s.runs[run_id] = replace(info, status=status, reason=reason, updated_at=time.time())
+        _set_wake(self._s, run_id, wake_at)
 
     async def list(
         self,
@@ -111,9 +114,18 @@ def _admits(where: RunFilter, info: RunInfo) -> bool:
     )
 
 
-def _runnable(info: RunInfo, now: float) -> bool:
+def _set_wake(state: _State, run_id: str, wake_at: float | None) -> None:
+    if wake_at is None:
+        state.wake_at.pop(run_id, None)
+    else:
+        state.wake_at[run_id] = wake_at
+
+
+def _runnable(state: _State, info: RunInfo, now: float) -> bool:
     if info.parent_run_id is not None:
         return False
+    if info.status is Status.WAITING:
+        return state.wake_at.get(info.run_id, now + 1) <= now
     if info.status is Status.QUEUED:
         return True
     if info.status is Status.PAUSED:
@@ -130,7 +142,8 @@ class MemoryLeases(Leases):
     async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
         now = time.time()
         found = sorted(
-            (r for r in self._s.runs.values() if _runnable(r, now)), key=lambda r: r.created_at
+            (r for r in self._s.runs.values() if _runnable(self._s, r, now)),
+            key=lambda r: r.created_at,
         )[: max(limit, 0)]
         claims = []
         for info in found:
@@ -151,7 +164,8 @@ class MemoryLeases(Leases):
         if info is None or info.parent_run_id is not None:
             return None
         unleased = info.lease_until is None or info.lease_until < now
-        if not (info.status in (Status.QUEUED, Status.PAUSED, Status.RUNNING) and unleased):
+        takeable = (Status.QUEUED, Status.PAUSED, Status.WAITING, Status.RUNNING)
+        if not (info.status in takeable and unleased):
             return None
         if info.status is Status.RUNNING and info.lease_until is None:
             return None  # executing in some process without a lease (`tether demo`)
@@ -201,6 +215,7 @@ class MemoryLeases(Leases):
         reason: str | None = None,
         *,
         final: tuple[int, bytes] | None = None,
+        wake_at: float | None = None,
     ) -> bool:
         if final is not None:  # nothing awaits in between: one transaction
             await self._log.append(run_id, [final], epoch=epoch)
@@ -210,7 +225,10 @@ class MemoryLeases(Leases):
         self._s.runs[run_id] = replace(
             info, status=status, reason=reason, owner=None, lease_until=None, updated_at=time.time()
         )
-        if status is Status.PAUSED and reason == DRAIN:
+        _set_wake(self._s, run_id, wake_at)
+        if (status is Status.PAUSED and reason == DRAIN) or status is Status.QUEUED:
+            self._woken.set()
+        if status is Status.WAITING and wake_at is not None:
             self._woken.set()
         return True
 
@@ -224,6 +242,15 @@ class MemoryLeases(Leases):
             raise UnknownRun(run_id)
         self._s.runs[run_id] = replace(info, owner=owner, epoch=info.epoch + 1)
         return info.epoch + 1
+
+    async def next_wake(self) -> float | None:
+        runs = self._s.runs
+        due = [
+            at
+            for run_id, at in self._s.wake_at.items()
+            if runs[run_id].status is Status.WAITING and runs[run_id].parent_run_id is None
+        ]
+        return min(due) - time.time() if due else None
 
     async def notify(self) -> None:
         self._woken.set()
@@ -298,6 +325,7 @@ class MemoryRetention(Retention):
                 del self._s.runs[run_id]
                 self._s.logs.pop(run_id, None)
                 self._s.cancels.discard(run_id)
+                self._s.wake_at.pop(run_id, None)
                 done += 1
         return done
 

@@ -50,12 +50,13 @@ class PostgresLeases(Leases):
         reason: str | None = None,
         *,
         final: tuple[int, bytes] | None = None,
+        wake_at: float | None = None,
     ) -> bool:
         if final is None:
-            return await self._release(self._db, run_id, epoch, status, reason)
+            return await self._release(self._db, run_id, epoch, status, reason, wake_at)
         async with self._db.connection() as conn, conn.transaction():
             await self._append_final(conn, run_id, epoch, final)
-            released = await self._release(conn, run_id, epoch, status, reason)
+            released = await self._release(conn, run_id, epoch, status, reason, wake_at)
         self._on_appended(run_id, final[0])
         return released
 
@@ -66,11 +67,12 @@ class PostgresLeases(Leases):
         epoch: int | None,
         status: Status,
         reason: str | None,
+        wake_at: float | None,
     ) -> bool:
         if epoch is None:
-            rows = await db.fetch(Q["release_unfenced"], run_id, status.value, reason)
+            rows = await db.fetch(Q["release_unfenced"], run_id, status.value, reason, wake_at)
         else:
-            rows = await db.fetch(Q["release"], run_id, epoch, status.value, reason)
+            rows = await db.fetch(Q["release"], run_id, epoch, status.value, reason, wake_at)
         return bool(rows[0][0])
 
     @staticmethod
@@ -116,6 +118,10 @@ class PostgresLeases(Leases):
             Q["cancels_asked"], [c.run_id for c in held], [c.epoch for c in held]
         )
         return [row[0] for row in rows]
+
+    async def next_wake(self) -> float | None:
+        rows = await self._db.fetch(Q["next_wake"])
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
 
     async def notify(self) -> None:
         await self._db.execute(Q["notify"])

@@ -70,8 +70,9 @@ class PostgresRuns(RunTable):
         *,
         reason: str | None = None,
         epoch: int | None = None,
+        wake_at: float | None = None,
     ) -> None:
-        args = (run_id, status.value, reason, time.time())
+        args = (run_id, status.value, reason, time.time(), wake_at)
         if epoch is None:
             done = await self._db.execute(Q["set_status"], *args)
         else:

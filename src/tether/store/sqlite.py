@@ -154,10 +154,11 @@ class SqliteRuns(RunTable):
         *,
         reason: str | None = None,
         epoch: int | None = None,
+        wake_at: float | None = None,
     ) -> None:
         def work() -> str:
             conn = self._db.conn
-            args = (status.value, reason, time.time(), run_id)
+            args = (status.value, reason, time.time(), wake_at, run_id)
             if epoch is None:
                 done = conn.execute(Q["set_status"], args).rowcount
             else:

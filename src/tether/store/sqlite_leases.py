@@ -59,11 +59,12 @@ class SqliteLeases(Leases):
         reason: str | None = None,
         *,
         final: tuple[int, bytes] | None = None,
+        wake_at: float | None = None,
     ) -> bool:
         def work(conn: sqlite3.Connection) -> bool:
             if final is not None:
                 append_rows(conn, run_id, [final], epoch)
-            args = (status.value, reason, time.time(), run_id)
+            args = (status.value, reason, time.time(), wake_at, run_id)
             if epoch is None:
                 return conn.execute(Q["release_unfenced"], args).rowcount == 1
             return conn.execute(Q["release"], (*args, epoch)).rowcount == 1
@@ -116,6 +117,10 @@ class SqliteLeases(Leases):
             return asked
 
         return await self._db.call(lambda: work(self._db.conn))
+
+    async def next_wake(self) -> float | None:
+        row = await self._db.call(lambda: self._db.conn.execute(Q["next_wake"]).fetchone())
+        return None if row is None or row[0] is None else float(row[0]) - time.time()
 
     async def notify(self) -> None:
         self._woken.set()

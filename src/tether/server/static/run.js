@@ -12,7 +12,7 @@ const state = {
   lastSeq: -1, seqs: [], nodes: new Map(), order: [], status: "connecting", agent: "",
   limits: null, used: { nodes: 0, tokens: 0, cost: 0 }, firstAt: 0, lastAt: 0,
   finished: false, retryMs: 1000, tokens: new Map(), connects: 0, stopped: "", live: 0,
-  input: undefined, result: undefined, reason: "", parent: "", children: new Map(),
+  input: undefined, result: undefined, reason: "", parent: "", children: new Map(), waiting: [],
   selected: "", childrenAt: 0,
 };
 window.tetherState = state;  // read by the browser test; handy in the console too
@@ -62,6 +62,9 @@ function applyRecord(r) {
       if (n.status !== "completed") { n.status = "failed"; n.error = r.error; }
       break;
     }
+    case "run_waiting":
+      state.waiting = r.keys || [];
+      break;
     case "run_resumed":
       if (r.limits) state.limits = r.limits;
       state.reason = "";
@@ -242,6 +245,10 @@ function drawIo() {
   } else if (state.status === "failed" || state.status === "cancelled") {
     title.textContent = state.status === "failed" ? "error" : "cancelled";
     box.replaceChildren(h("pre", { class: "error" }, state.reason || state.status));
+  } else if (state.status === "waiting") {
+    title.textContent = "waiting";
+    box.replaceChildren(h("p", {}, `parked until an event arrives for: ${(state.waiting || []).join(", ")}`),
+      h("p", { class: "muted" }, "Nothing runs meanwhile; Runtime.signal(run_id, key, payload) answers a wait."));
   } else if (state.status === "paused") {
     title.textContent = "paused";
     box.replaceChildren(h("p", {}, `paused: ${state.reason || "no reason given"}`),
@@ -295,7 +302,7 @@ function drawChildren() {
 }
 
 function drawActions() {
-  const live = ["queued", "running", "paused"].includes(state.status);
+  const live = ["queued", "running", "paused", "waiting"].includes(state.status);
   document.getElementById("cancel").disabled = !live;
   document.getElementById("resume").disabled = state.status !== "paused";
 }

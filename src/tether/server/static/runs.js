@@ -97,7 +97,7 @@ function row(run, depth) {
   status.append(badge);
   const now = Date.now() / 1000;
   const finished = ["succeeded", "failed", "cancelled"].includes(run.status);
-  const end = finished || run.status === "paused" ? run.updated_at : now;
+  const end = finished || ["paused", "waiting"].includes(run.status) ? run.updated_at : now;
   const started = new Date(run.created_at * 1000);
   const when = cell(Tether.seconds(Math.max(0, now - run.created_at)) + " ago");
   when.title = started.toISOString();

@@ -67,16 +67,42 @@ class BudgetUsed(_message.Message):
     def __init__(self, tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., wall_ms: _Optional[int] = ..., cost: _Optional[float] = ..., model_calls: _Optional[int] = ...) -> None: ...
 
 class NodeSpec(_message.Message):
-    __slots__ = ("node_id", "kind", "parent_ids", "input")
+    __slots__ = ("node_id", "kind", "parent_ids", "input", "wait")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PARENT_IDS_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     kind: str
     parent_ids: _containers.RepeatedScalarFieldContainer[str]
     input: Value
-    def __init__(self, node_id: _Optional[str] = ..., kind: _Optional[str] = ..., parent_ids: _Optional[_Iterable[str]] = ..., input: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+    wait: WaitSpec
+    def __init__(self, node_id: _Optional[str] = ..., kind: _Optional[str] = ..., parent_ids: _Optional[_Iterable[str]] = ..., input: _Optional[_Union[Value, _Mapping]] = ..., wait: _Optional[_Union[WaitSpec, _Mapping]] = ...) -> None: ...
+
+class WaitSpec(_message.Message):
+    __slots__ = ("key", "deadline_us", "data", "schema", "timer_only")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_US_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    TIMER_ONLY_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    deadline_us: int
+    data: Value
+    schema: bytes
+    timer_only: bool
+    def __init__(self, key: _Optional[str] = ..., deadline_us: _Optional[int] = ..., data: _Optional[_Union[Value, _Mapping]] = ..., schema: _Optional[bytes] = ..., timer_only: _Optional[bool] = ...) -> None: ...
+
+class WaitOutcome(_message.Message):
+    __slots__ = ("key", "event_id", "timed_out")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    event_id: str
+    timed_out: bool
+    def __init__(self, key: _Optional[str] = ..., event_id: _Optional[str] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class RunStarted(_message.Message):
     __slots__ = ("schema_version", "agent", "input", "config", "limits", "parent_run_id", "parent_node_id", "roots")
@@ -99,7 +125,7 @@ class RunStarted(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ..., agent: _Optional[str] = ..., input: _Optional[_Union[Value, _Mapping]] = ..., config: _Optional[bytes] = ..., limits: _Optional[_Union[BudgetLimits, _Mapping]] = ..., parent_run_id: _Optional[str] = ..., parent_node_id: _Optional[str] = ..., roots: _Optional[_Iterable[_Union[NodeSpec, _Mapping]]] = ...) -> None: ...
 
 class NodeCompleted(_message.Message):
-    __slots__ = ("node_id", "parent_ids", "kind", "output", "spawned", "used", "blobs", "attempt", "started_at_us", "finished_at_us", "is_result", "fallback")
+    __slots__ = ("node_id", "parent_ids", "kind", "output", "spawned", "used", "blobs", "attempt", "started_at_us", "finished_at_us", "is_result", "fallback", "wait")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_IDS_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +138,7 @@ class NodeCompleted(_message.Message):
     FINISHED_AT_US_FIELD_NUMBER: _ClassVar[int]
     IS_RESULT_FIELD_NUMBER: _ClassVar[int]
     FALLBACK_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     parent_ids: _containers.RepeatedScalarFieldContainer[str]
     kind: str
@@ -124,7 +151,8 @@ class NodeCompleted(_message.Message):
     finished_at_us: int
     is_result: bool
     fallback: bool
-    def __init__(self, node_id: _Optional[str] = ..., parent_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., output: _Optional[_Union[Value, _Mapping]] = ..., spawned: _Optional[_Iterable[_Union[NodeSpec, _Mapping]]] = ..., used: _Optional[_Union[BudgetUsed, _Mapping]] = ..., blobs: _Optional[_Iterable[_Union[BlobRef, _Mapping]]] = ..., attempt: _Optional[int] = ..., started_at_us: _Optional[int] = ..., finished_at_us: _Optional[int] = ..., is_result: _Optional[bool] = ..., fallback: _Optional[bool] = ...) -> None: ...
+    wait: WaitOutcome
+    def __init__(self, node_id: _Optional[str] = ..., parent_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., output: _Optional[_Union[Value, _Mapping]] = ..., spawned: _Optional[_Iterable[_Union[NodeSpec, _Mapping]]] = ..., used: _Optional[_Union[BudgetUsed, _Mapping]] = ..., blobs: _Optional[_Iterable[_Union[BlobRef, _Mapping]]] = ..., attempt: _Optional[int] = ..., started_at_us: _Optional[int] = ..., finished_at_us: _Optional[int] = ..., is_result: _Optional[bool] = ..., fallback: _Optional[bool] = ..., wait: _Optional[_Union[WaitOutcome, _Mapping]] = ...) -> None: ...
 
 class NodeFailed(_message.Message):
     __slots__ = ("node_id", "kind", "error_type", "message", "attempt", "retryable")
@@ -147,6 +175,14 @@ class RunPaused(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class RunWaiting(_message.Message):
+    __slots__ = ("keys", "wake_at_us")
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    WAKE_AT_US_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    wake_at_us: int
+    def __init__(self, keys: _Optional[_Iterable[str]] = ..., wake_at_us: _Optional[int] = ...) -> None: ...
 
 class RunResumed(_message.Message):
     __slots__ = ("limits", "epoch", "owner")
@@ -189,7 +225,7 @@ class StepRecorded(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., index: _Optional[int] = ..., name: _Optional[str] = ..., output: _Optional[_Union[Value, _Mapping]] = ..., used: _Optional[_Union[BudgetUsed, _Mapping]] = ..., attempt: _Optional[int] = ..., started_at_us: _Optional[int] = ..., finished_at_us: _Optional[int] = ...) -> None: ...
 
 class Record(_message.Message):
-    __slots__ = ("run_started", "node_completed", "node_failed", "run_paused", "run_resumed", "run_finished", "step_recorded", "at_us")
+    __slots__ = ("run_started", "node_completed", "node_failed", "run_paused", "run_resumed", "run_finished", "step_recorded", "run_waiting", "at_us")
     RUN_STARTED_FIELD_NUMBER: _ClassVar[int]
     NODE_COMPLETED_FIELD_NUMBER: _ClassVar[int]
     NODE_FAILED_FIELD_NUMBER: _ClassVar[int]
@@ -197,6 +233,7 @@ class Record(_message.Message):
     RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
     RUN_FINISHED_FIELD_NUMBER: _ClassVar[int]
     STEP_RECORDED_FIELD_NUMBER: _ClassVar[int]
+    RUN_WAITING_FIELD_NUMBER: _ClassVar[int]
     AT_US_FIELD_NUMBER: _ClassVar[int]
     run_started: RunStarted
     node_completed: NodeCompleted
@@ -205,8 +242,9 @@ class Record(_message.Message):
     run_resumed: RunResumed
     run_finished: RunFinished
     step_recorded: StepRecorded
+    run_waiting: RunWaiting
     at_us: int
-    def __init__(self, run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., node_completed: _Optional[_Union[NodeCompleted, _Mapping]] = ..., node_failed: _Optional[_Union[NodeFailed, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., step_recorded: _Optional[_Union[StepRecorded, _Mapping]] = ..., at_us: _Optional[int] = ...) -> None: ...
+    def __init__(self, run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., node_completed: _Optional[_Union[NodeCompleted, _Mapping]] = ..., node_failed: _Optional[_Union[NodeFailed, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., run_finished: _Optional[_Union[RunFinished, _Mapping]] = ..., step_recorded: _Optional[_Union[StepRecorded, _Mapping]] = ..., run_waiting: _Optional[_Union[RunWaiting, _Mapping]] = ..., at_us: _Optional[int] = ...) -> None: ...
 
 class LogChunk(_message.Message):
     __slots__ = ("records",)

@@ -60,8 +60,8 @@ SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, own
 FROM runs WHERE run_id = $1;
 
 -- name: set_status
--- Change a run's status and reason.
-UPDATE runs SET status = $2, reason = $3, updated_at = $4 WHERE run_id = $1;
+-- Change a run's status, reason and wake-up time.
+UPDATE runs SET status = $2, reason = $3, updated_at = $4, wake_at = $5 WHERE run_id = $1;
 
 -- name: list_runs
 -- Runs, newest first.
@@ -109,8 +109,9 @@ INSERT INTO schema_migrations (version, name, applied_at)
 VALUES ($1, $2, extract(epoch FROM clock_timestamp()));
 
 -- name: set_status_fenced
--- Change a run's status and reason only while its epoch is the caller's.
-UPDATE runs SET status = $2, reason = $3, updated_at = $4 WHERE run_id = $1 AND epoch = $5;
+-- Change a run's status, reason and wake-up time only while its epoch is the caller's.
+UPDATE runs SET status = $2, reason = $3, updated_at = $4, wake_at = $5
+WHERE run_id = $1 AND epoch = $6;
 
 -- name: run_epoch
 -- A run's current epoch (to tell a fenced-off update from an unknown run).
@@ -122,8 +123,16 @@ SELECT epoch FROM runs WHERE run_id = $1;
 -- the lease is timed by the database's clock so workers with skewed clocks agree. A run
 -- paused by a drain is runnable once released (lease_until cleared), not while its
 -- worker still holds it between the pause record and the release (unless that worker
--- died there and its lease ran out).
-WITH picked AS (
+-- died there and its lease ran out). Parked runs whose wake-up time has come are taken
+-- first, through their own index (runs_wake_idx): many waiting runs cost the claim nothing.
+WITH due AS (
+    SELECT run_id FROM runs
+    WHERE parent_run_id IS NULL AND status = 'waiting'
+      AND wake_at <= extract(epoch FROM clock_timestamp())
+    ORDER BY wake_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), runnable AS (
     SELECT run_id FROM runs
     WHERE parent_run_id IS NULL
       AND status IN ('queued', 'paused', 'running')
@@ -134,6 +143,9 @@ WITH picked AS (
     ORDER BY created_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT run_id FROM (SELECT run_id FROM due UNION ALL SELECT run_id FROM runnable) AS p
+    LIMIT $2
 )
 UPDATE runs SET status = 'running', reason = NULL, owner = $1, epoch = runs.epoch + 1,
        lease_until = extract(epoch FROM clock_timestamp()) + $3,
@@ -149,28 +161,34 @@ WHERE runs.run_id = held.run_id AND runs.epoch = held.epoch
 RETURNING runs.run_id;
 
 -- name: release
--- Give a run up with its new status, only at the caller's epoch; a run paused by a drain
--- is runnable again, so wake the workers (NOTIFY is sent when this commits).
+-- Give a run up with its new status (and wake-up time $5, when parked), only at the
+-- caller's epoch. A run paused by a drain or queued is runnable again, and a parked one
+-- with a deadline changes when workers must look next: wake them (NOTIFY is sent when
+-- this commits).
 WITH released AS (
     UPDATE runs SET status = $3, reason = $4, owner = NULL, lease_until = NULL,
-                    updated_at = extract(epoch FROM clock_timestamp())
+                    updated_at = extract(epoch FROM clock_timestamp()), wake_at = $5
     WHERE run_id = $1 AND epoch = $2
-    RETURNING status, reason
+    RETURNING status, reason, wake_at
 )
 SELECT count(*) AS released,
-       count(pg_notify('tether_work', $1)) FILTER (WHERE status = 'paused' AND reason = 'drain')
+       count(pg_notify('tether_work', $1)) FILTER (
+           WHERE (status = 'paused' AND reason = 'drain') OR status = 'queued'
+              OR (status = 'waiting' AND wake_at IS NOT NULL))
 FROM released;
 
 -- name: release_unfenced
 -- Give up a run nobody leased with its new status (wakes workers as release does).
 WITH released AS (
     UPDATE runs SET status = $2, reason = $3, owner = NULL, lease_until = NULL,
-                    updated_at = extract(epoch FROM clock_timestamp())
+                    updated_at = extract(epoch FROM clock_timestamp()), wake_at = $4
     WHERE run_id = $1
-    RETURNING status, reason
+    RETURNING status, reason, wake_at
 )
 SELECT count(*) AS released,
-       count(pg_notify('tether_work', $1)) FILTER (WHERE status = 'paused' AND reason = 'drain')
+       count(pg_notify('tether_work', $1)) FILTER (
+           WHERE (status = 'paused' AND reason = 'drain') OR status = 'queued'
+              OR (status = 'waiting' AND wake_at IS NOT NULL))
 FROM released;
 
 -- name: append_final
@@ -200,14 +218,14 @@ SELECT pg_notify('tether_work', '');
 
 -- name: take
 -- Claim one named top-level run for owner $2 with a lease of $3 seconds at a new epoch,
--- only while nobody holds a live lease on it (queued, paused for any reason, or running
+-- only while nobody holds a live lease on it (queued, paused for any reason, parked, or running
 -- with an expired lease). The row lock orders it with a worker's claim of the same run:
 -- one of the two wins, the other finds it leased.
 UPDATE runs SET status = 'running', reason = NULL, owner = $2, epoch = runs.epoch + 1,
        lease_until = extract(epoch FROM clock_timestamp()) + $3,
        updated_at = extract(epoch FROM clock_timestamp())
 WHERE run_id = $1 AND parent_run_id IS NULL
-  AND (status IN ('queued', 'paused')
+  AND (status IN ('queued', 'paused', 'waiting')
        OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
   AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp()))
 RETURNING epoch, cancel_requested;
@@ -224,6 +242,12 @@ SELECT runs.run_id FROM runs
 JOIN unnest($1::text[], $2::bigint[]) AS held(run_id, epoch)
   ON runs.run_id = held.run_id AND runs.epoch = held.epoch
 WHERE runs.cancel_requested;
+
+-- name: next_wake
+-- Seconds until the earliest wake-up time of a parked top-level run, by the database's
+-- clock (negative when due; NULL if no parked run has one).
+SELECT min(wake_at) - extract(epoch FROM clock_timestamp()) FROM runs
+WHERE parent_run_id IS NULL AND status = 'waiting';
 
 -- name: expired
 -- Top-level runs finished with one of the statuses before a time, oldest first, after a

@@ -20,7 +20,8 @@ CREATE TABLE runs (
     owner text,
     epoch bigint NOT NULL DEFAULT 0,
     lease_until double precision,
-    cancel_requested boolean NOT NULL DEFAULT false
+    cancel_requested boolean NOT NULL DEFAULT false,
+    wake_at double precision
 );
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
@@ -28,6 +29,10 @@ CREATE INDEX runs_status_idx ON runs (status, created_at);
 -- Claiming: the worker's query scans top-level runs that may be runnable, oldest first.
 CREATE INDEX runs_claim_idx ON runs (created_at)
     WHERE parent_run_id IS NULL AND status IN ('queued', 'paused', 'running');
+
+-- Waking parked runs: due deadlines first.
+CREATE INDEX runs_wake_idx ON runs (wake_at)
+    WHERE parent_run_id IS NULL AND status = 'waiting';
 
 -- Retention: children by their parent, expired runs by when they finished.
 CREATE INDEX runs_parent_idx ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;

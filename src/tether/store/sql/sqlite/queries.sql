@@ -36,8 +36,8 @@ SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, own
 FROM runs WHERE run_id = ?;
 
 -- name: set_status
--- Change a run's status and reason.
-UPDATE runs SET status = ?, reason = ?, updated_at = ? WHERE run_id = ?;
+-- Change a run's status, reason and wake-up time.
+UPDATE runs SET status = ?, reason = ?, updated_at = ?, wake_at = ? WHERE run_id = ?;
 
 -- name: list_runs
 -- Runs, newest first.
@@ -61,23 +61,34 @@ WHERE (:status IS NULL OR status = :status)
 ORDER BY created_at DESC, run_id LIMIT :limit OFFSET :offset;
 
 -- name: set_status_fenced
--- Change a run's status and reason only while its epoch is the caller's.
-UPDATE runs SET status = ?, reason = ?, updated_at = ? WHERE run_id = ? AND epoch = ?;
+-- Change a run's status, reason and wake-up time only while its epoch is the caller's.
+UPDATE runs SET status = ?, reason = ?, updated_at = ?, wake_at = ? WHERE run_id = ? AND epoch = ?;
 
 -- name: claim
 -- Take up to N runnable top-level runs at a new epoch with a lease (one process owns the
--- file, so its clock is the only clock).
+-- file, so its clock is the only clock): parked runs whose wake-up time has come, then
+-- queued, drained and orphaned ones.
 UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
        lease_until = :now + :ttl, updated_at = :now
 WHERE run_id IN (
-    SELECT run_id FROM runs
-    WHERE parent_run_id IS NULL
-      AND status IN ('queued', 'paused', 'running')
-      AND (status = 'queued'
-           OR (status = 'paused' AND reason = 'drain'
-               AND (lease_until IS NULL OR lease_until < :now))
-           OR (status = 'running' AND lease_until < :now))
-    ORDER BY created_at
+    SELECT run_id FROM (
+        SELECT run_id FROM runs
+        WHERE parent_run_id IS NULL AND status = 'waiting' AND wake_at <= :now
+        ORDER BY wake_at
+        LIMIT :limit
+    )
+    UNION ALL
+    SELECT run_id FROM (
+        SELECT run_id FROM runs
+        WHERE parent_run_id IS NULL
+          AND status IN ('queued', 'paused', 'running')
+          AND (status = 'queued'
+               OR (status = 'paused' AND reason = 'drain'
+                   AND (lease_until IS NULL OR lease_until < :now))
+               OR (status = 'running' AND lease_until < :now))
+        ORDER BY created_at
+        LIMIT :limit
+    )
     LIMIT :limit
 )
 RETURNING run_id, epoch, cancel_requested;
@@ -87,13 +98,16 @@ RETURNING run_id, epoch, cancel_requested;
 UPDATE runs SET lease_until = ? WHERE run_id = ? AND epoch = ?;
 
 -- name: release
--- Give a run up with its new status, only at the caller's epoch.
-UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_until = NULL, updated_at = ?
+-- Give a run up with its new status (and wake-up time, when parked), only at the caller's
+-- epoch.
+UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_until = NULL, updated_at = ?,
+       wake_at = ?
 WHERE run_id = ? AND epoch = ?;
 
 -- name: release_unfenced
--- Give up a run nobody leased with its new status.
-UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_until = NULL, updated_at = ?
+-- Give up a run nobody leased with its new status (and wake-up time, when parked).
+UPDATE runs SET status = ?, reason = ?, owner = NULL, lease_until = NULL, updated_at = ?,
+       wake_at = ?
 WHERE run_id = ?;
 
 -- name: adopt_child
@@ -105,11 +119,12 @@ RETURNING epoch;
 
 -- name: take
 -- Claim one named top-level run at a new epoch with a lease, only while nobody holds a
--- live lease on it (queued, paused for any reason, or running with an expired lease).
+-- live lease on it (queued, paused for any reason, parked, or running with an expired lease).
 UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
        lease_until = :now + :ttl, updated_at = :now
 WHERE run_id = :run_id AND parent_run_id IS NULL
-  AND (status IN ('queued', 'paused') OR (status = 'running' AND lease_until < :now))
+  AND (status IN ('queued', 'paused', 'waiting')
+       OR (status = 'running' AND lease_until < :now))
   AND (lease_until IS NULL OR lease_until < :now)
 RETURNING epoch, cancel_requested;
 
@@ -122,6 +137,10 @@ RETURNING status;
 -- name: cancel_asked
 -- Whether a run the caller holds at its epoch was asked to be cancelled.
 SELECT cancel_requested FROM runs WHERE run_id = ? AND epoch = ?;
+
+-- name: next_wake
+-- The earliest wake-up time of a parked top-level run (NULL if none has one).
+SELECT min(wake_at) FROM runs WHERE parent_run_id IS NULL AND status = 'waiting';
 
 -- name: expired
 -- Top-level runs finished with one of the statuses (a JSON array) before a time, oldest

@@ -5,8 +5,8 @@ CREATE TABLE run_log (
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
 
--- cancel_requested is written where ALTER TABLE ADD COLUMN (0003) puts it: SQLite keeps
--- the table's text, and the schema test compares that text with the migrated one.
+-- cancel_requested and wake_at are written where ALTER TABLE ADD COLUMN (0003, 0004) puts
+-- them: SQLite keeps the table's text, and the schema test compares it with the migrated one.
 CREATE TABLE runs (
     run_id TEXT PRIMARY KEY,
     agent TEXT NOT NULL,
@@ -18,12 +18,15 @@ CREATE TABLE runs (
     owner TEXT,
     epoch INTEGER NOT NULL DEFAULT 0,
     lease_until REAL
-, cancel_requested INTEGER NOT NULL DEFAULT 0);
+, cancel_requested INTEGER NOT NULL DEFAULT 0, wake_at REAL);
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
 
 CREATE INDEX runs_claim_idx ON runs (created_at)
     WHERE parent_run_id IS NULL AND status IN ('queued', 'paused', 'running');
+
+CREATE INDEX runs_wake_idx ON runs (wake_at)
+    WHERE parent_run_id IS NULL AND status = 'waiting';
 
 CREATE INDEX runs_parent_idx ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 

@@ -1,0 +1,142 @@
+"""Delivering an event to a run: recorded in its log before the sender hears back.
+
+A run executing in this process takes the event in its executor's loop. Any other run is
+taken for a moment, like a claim: a new epoch fences the append, so whichever replica
+receives the event (and however often it is retried) it is recorded once. Then the run is
+given back: queued when the event made work ready (a worker wakes it), still parked
+otherwise, or as it was (paused, queued).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import EventRefused, RunBusy, UnknownRun
+from tether.executor import NotAccepting, wake_at_of
+from tether.graph import Graph
+from tether.records import encode
+from tether.store.base import DRAIN, Status
+from tether.waits import check_payload, event_record, find_wait
+
+if TYPE_CHECKING:
+    from tether.runtime import Runtime
+
+log = logging.getLogger("tether.delivery")
+
+# How long a delivery holds a parked run (it needs milliseconds; a crash frees it then).
+HOLD_TTL_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """An event recorded in a run's log (or found there already: `duplicate`)."""
+
+    run_id: str
+    key: str
+    seq: int | None
+    duplicate: bool
+    # The run's status after the delivery, as far as this process knows.
+    status: Status
+
+
+async def deliver(
+    rt: Runtime, run_id: str, key: str, payload: Any, *, event_id: str, wait_s: float
+) -> Delivered:
+    """Record the event for wait `key` of `run_id`; raise, recording nothing, if it does
+    not fit (EventRefused and its kinds, UnknownRun, RunBusy after `wait_s`)."""
+    here = await _to_executor(rt, run_id, key, payload, event_id)
+    if here is not None:
+        return here
+    # Judge first, without taking anything: a bad event changes nothing, not even an epoch.
+    graph = await rt.load(run_id)
+    state = find_wait(graph, key, event_id)
+    if state is None:
+        return Delivered(run_id, key, None, True, graph.status)
+    check_payload(graph, state, payload)
+    give_up, delay = time.monotonic() + wait_s, 0.01
+    while True:
+        here = await _to_executor(rt, run_id, key, payload, event_id)
+        if here is not None:
+            return here
+        info = await rt.store.runs.get(run_id)
+        if info is None:
+            raise UnknownRun(run_id)
+        claim = await rt.store.leases.take(run_id, rt.owner, HOLD_TTL_S)
+        if claim is not None:
+            return await _deliver_held(
+                rt, run_id, key, payload, event_id, claim.epoch, info.status, info.reason
+            )
+        if info.parent_run_id is not None:
+            raise EventRefused(run_id, key, "a sub-agent run's waits cannot take events yet")
+        if info.status.finished:
+            find_wait(await rt.load(run_id), key, event_id)  # raises WaitCompleted
+        if time.monotonic() > give_up:
+            raise RunBusy(run_id, wait_s)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.25)
+
+
+async def _to_executor(
+    rt: Runtime, run_id: str, key: str, payload: Any, event_id: str
+) -> Delivered | None:
+    executor = rt.executing.get(run_id)
+    if executor is None or not executor.accepting:
+        return None
+    try:
+        seq = await executor.deliver(key, payload, event_id)
+    except NotAccepting:
+        return None  # it is parking: deliver through the store once it is released
+    return Delivered(run_id, key, seq, seq is None, Status.RUNNING)
+
+
+async def _deliver_held(
+    rt: Runtime,
+    run_id: str,
+    key: str,
+    payload: Any,
+    event_id: str,
+    epoch: int,
+    was: Status,
+    reason: str | None,
+) -> Delivered:
+    """With the run taken at `epoch`: read it again, append the event, give it back."""
+    status, wake_at, seq = was, None, None
+    try:
+        graph = await rt.load(run_id)
+        status, reason, wake_at = _given_back(graph, was, reason)
+        state = find_wait(graph, key, event_id)
+        if state is not None:
+            check_payload(graph, state, payload)
+            value = await rt.new_codec().encode(payload)  # blobs first
+            record = event_record(state, value, event_id)
+            rt.check_record_size(run_id, state.spec.node_id, encode(record))
+            seq = await rt.writer.write(graph, record, epoch=epoch)
+        status, reason, wake_at = _given_back(graph, was, reason)
+    finally:
+        await rt.store.leases.release(run_id, epoch, status, reason, wake_at=wake_at)
+    return Delivered(run_id, key, seq, seq is None, status)
+
+
+def _given_back(
+    graph: Graph, was: Status, reason: str | None
+) -> tuple[Status, str | None, float | None]:
+    """The status a delivery leaves a run in: queued once work is ready (a worker takes
+    it up; a parked run's own wake-up), parked still if not, else as it was."""
+    if was is Status.WAITING:
+        if graph.ready or not graph.open_waits or _due(graph):
+            return Status.QUEUED, None, None
+        return Status.WAITING, reason, wake_at_of(graph)
+    if was is Status.RUNNING:  # orphaned (its lease ran out): runnable again
+        return Status.QUEUED, None, None
+    if was is Status.PAUSED and reason == DRAIN:
+        return Status.PAUSED, reason, None
+    return was, reason, None
+
+
+def _due(graph: Graph) -> bool:
+    wake = graph.wake_at_us()
+    return bool(wake) and wake <= time.time_ns() // 1000

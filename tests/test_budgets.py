@@ -1,0 +1,140 @@
+"""Budgets (invariant 7): each limit pauses the run exactly when the amount used reaches it.
+
+A chain of nodes, one at a time, each using a fixed amount, shows the exact comparison:
+a limit of 3 units with 1 unit per node records exactly 3 nodes (a `>` instead of `>=`
+would record 4), and the reason names exactly the amount used. The wall clock is a
+`ManualClock` that each node moves by a second: no sleeps, exact milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.agents import uid
+from tests.clock import ManualClock
+from tether import Budget, Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store, Usage
+from tether import clock as tether_clock
+from tether.records import decode_log
+
+chain = Registry("test.budget.chain", entry="step")
+CLOCKS: dict[str, ManualClock] = {}
+
+
+@chain.node("step")
+async def step(ctx: Context, node: Node) -> NodeResult:
+    each = node.input
+    ctx.add_usage(Usage(tokens_in=each["tokens"], cost=each["cost"], model_calls=each["turns"]))
+    if each["seconds"]:
+        CLOCKS[each["clock"]].advance(each["seconds"])
+    i = each["i"]
+    if i + 1 < each["n"]:
+        return NodeResult(i, spawn=[Spawn("step", {**each, "i": i + 1}, key="next")])
+    return NodeResult(i, is_result=True)
+
+
+def each_node(
+    *, tokens: int = 0, cost: float = 0.0, turns: int = 0, seconds: float = 0, n: int = 10
+) -> dict[str, Any]:
+    return {"i": 0, "n": n, "tokens": tokens, "cost": cost, "turns": turns, "seconds": seconds}
+
+
+@pytest.fixture
+def clock() -> Iterator[ManualClock]:
+    manual = ManualClock()
+    with tether_clock.use(manual):
+        yield manual
+
+
+async def recorded_nodes(store: Store, run_id: str) -> int:
+    records = decode_log(run_id, await store.log.read_all(run_id))
+    return sum(1 for r in records if r.HasField("node_completed"))
+
+
+@pytest.mark.parametrize(
+    ("limit", "nodes", "reason"),
+    [
+        (30, 3, "budget: token limit 30 reached (30 used)"),
+        (31, 4, "budget: token limit 31 reached (40 used)"),
+    ],
+)
+async def test_invariant_7_the_token_limit_pauses_at_exactly_the_limit(
+    store: Store, limit: int, nodes: int, reason: str
+) -> None:
+    rt = Runtime(store, concurrency=1)
+    paused = await rt.start(chain, each_node(tokens=10), budget=Budget(max_tokens=limit))
+    assert paused.status is Status.PAUSED
+    assert paused.reason == reason
+    assert paused.graph.tokens == nodes * 10
+    assert await recorded_nodes(store, paused.run_id) == nodes
+    # More budget: the run goes on from there and finishes.
+    done = await rt.resume(paused.run_id, budget=Budget(max_tokens=1000))
+    assert done.status is Status.SUCCEEDED and done.graph.tokens == 100
+    assert await recorded_nodes(store, paused.run_id) == 10
+
+
+async def test_invariant_7_the_cost_limit_pauses_at_exactly_the_limit(store: Store) -> None:
+    rt = Runtime(store, concurrency=1)
+    paused = await rt.start(chain, each_node(cost=0.25), budget=Budget(max_cost=0.75))
+    assert paused.status is Status.PAUSED
+    assert paused.reason == "budget: cost limit 0.75 reached (0.75 used)"
+    assert paused.graph.cost == 0.75
+    assert await recorded_nodes(store, paused.run_id) == 3
+    done = await rt.resume(paused.run_id, budget=Budget(max_cost=1.0))
+    assert done.status is Status.PAUSED
+    assert done.reason == "budget: cost limit 1 reached (1 used)"
+    assert await recorded_nodes(store, paused.run_id) == 4
+
+
+async def test_invariant_7_the_turn_limit_pauses_at_exactly_the_limit(store: Store) -> None:
+    paused = await Runtime(store, concurrency=1).start(
+        chain, each_node(turns=1), budget=Budget(max_turns=3)
+    )
+    assert paused.status is Status.PAUSED
+    assert paused.reason == "budget: turn limit 3 reached"
+    assert paused.graph.model_calls == 3
+    assert await recorded_nodes(store, paused.run_id) == 3
+
+
+async def test_invariant_7_the_node_limit_pauses_at_exactly_the_limit(store: Store) -> None:
+    paused = await Runtime(store, concurrency=1).start(
+        chain, each_node(), budget=Budget(max_nodes=3)
+    )
+    assert paused.status is Status.PAUSED
+    assert paused.reason == "budget: node limit 3 reached"
+    assert paused.graph.completed_count == 3
+    assert await recorded_nodes(store, paused.run_id) == 3
+
+
+async def test_invariant_7_the_wall_clock_limit_counts_active_time_only(
+    store: Store, clock: ManualClock
+) -> None:
+    key = uid("clock")
+    CLOCKS[key] = clock
+    rt = Runtime(store, concurrency=1)
+    spec = {**each_node(seconds=1.0), "clock": key}
+    paused = await rt.start(chain, spec, budget=Budget(max_wall_s=3))
+    assert paused.status is Status.PAUSED
+    assert paused.reason == "budget: wall-clock limit 3000 ms reached"
+    assert paused.graph.wall_ms() == 3000
+    assert await recorded_nodes(store, paused.run_id) == 3
+    # An hour parked is not active time: the resumed session starts from 3 s used.
+    clock.advance(3600)
+    again = await rt.resume(paused.run_id, budget=Budget(max_wall_s=5))
+    assert again.status is Status.PAUSED
+    assert again.reason == "budget: wall-clock limit 5000 ms reached"
+    assert again.graph.wall_ms() == 5000
+    assert await recorded_nodes(store, paused.run_id) == 5
+    # A reloaded graph counts the same from the log alone.
+    assert (await rt.load(paused.run_id)).wall_ms() == 5000
+    CLOCKS.pop(key)
+
+
+async def test_no_limit_means_no_pause(store: Store) -> None:
+    done = await Runtime(store, concurrency=1).start(
+        chain, each_node(tokens=10, cost=0.5, turns=1, n=5), budget=Budget()
+    )
+    assert done.status is Status.SUCCEEDED
+    assert (done.graph.tokens, done.graph.cost, done.graph.model_calls) == (50, 2.5, 5)
