@@ -213,28 +213,31 @@ async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s",
     )
-    runtime = Runtime(store, grace=args.grace)
     retain = None
     if args.retain:
         from tether.ops import parse_duration
 
         retain = parse_duration(args.retain)
-    worker = Worker(
-        runtime,
-        concurrency=args.concurrency,
-        lease_ttl=args.lease_ttl,
-        poll=args.poll,
-        retain=retain,
-        retain_every=args.retain_every,
-    )
-    # A signal handler only sets events (loop.add_signal_handler, so they reach the loop);
-    # the worker decides: the first drains, a second cancels what is still in flight.
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, worker.stop)
-    async with demo_model_server():
-        print(f"worker {runtime.owner} ready on {store.url.split('@')[-1]}", flush=True)
-        await worker.run()
+    # The worker keeps blobs where `tether demo` and `tether serve` do: agents that attach
+    # files or return large values need a blob store wherever they run.
+    async with _open_blobs(store, args) as blobs:
+        runtime = Runtime(store, grace=args.grace, blobs=blobs)
+        worker = Worker(
+            runtime,
+            concurrency=args.concurrency,
+            lease_ttl=args.lease_ttl,
+            poll=args.poll,
+            retain=retain,
+            retain_every=args.retain_every,
+        )
+        # A signal handler only sets events (loop.add_signal_handler, so they reach the
+        # loop); the worker decides: the first drains, a second cancels what is in flight.
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, worker.stop)
+        async with demo_model_server():
+            print(f"worker {runtime.owner} ready on {store.url.split('@')[-1]}", flush=True)
+            await worker.run()
     print(f"worker {runtime.owner} stopped: {worker.statistics()}", flush=True)
     return 0
 
