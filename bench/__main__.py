@@ -22,6 +22,7 @@ from bench import (
     rehydrate,
     scheduling,
     throughput,
+    workers,
 )
 from bench.common import Line, Settings, drop_pg, prepare_pg
 from bench.report import print_table, write_json, write_png
@@ -35,9 +36,10 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "growth": growth.run,
     "memory": memory.run,
     "agent": agent_turns.run,
+    "workers": workers.run,
 }
 # Families that need the PostgreSQL bench database.
-NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth"}
+NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth", "workers"}
 
 
 def main(argv: list[str] | None = None) -> int:

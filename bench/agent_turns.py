@@ -21,6 +21,9 @@ from tether.agent.messages import Message as ChatMessage
 from tether.context import Context
 from tether.runtime import Runtime
 
+TARGET_BYTES_RATIO = 1.1  # log bytes per turn against the JSON of its new messages
+TARGET_PROMPT_US = 100.0  # building the prompt of the last turn (turn 200 in a full run)
+
 
 @tool
 async def note(i: int) -> str:
@@ -84,6 +87,8 @@ async def _measure(settings: Settings) -> list[Line]:
             "B",
             "JSON of the turn's new messages",
             delta,
+            target=f"<= {TARGET_BYTES_RATIO:g}x",
+            ok=per_turn <= TARGET_BYTES_RATIO * delta,
             note=f"{log_bytes} bytes in all; storing the whole history each turn would be "
             f"{sum(len(json.dumps(transcript[:i])) for i in range(1, len(transcript), 2))} bytes",
         ),
@@ -94,6 +99,8 @@ async def _measure(settings: Settings) -> list[Line]:
             "us",
             "json.loads of the same conversation stored whole",
             parse * 1e6,
+            target=f"<= {TARGET_PROMPT_US:g} us",
+            ok=last * 1e6 <= TARGET_PROMPT_US,
         ),
     ]
 

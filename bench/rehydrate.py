@@ -1,11 +1,15 @@
-"""Rehydration: `Runtime.load` of a 5,000- (and 50,000-) node run on PostgreSQL and SQLite.
+"""Rehydration and recovery: `Runtime.load` of a 5,000- (and 50,000-) node run on PostgreSQL
+and SQLite, and `Runtime.resume` of a crashed one up to its first pending node running.
 
 The log is what the executor writes for a chain of no-op nodes (generated once on the
 in-memory store, then appended to each backend in one call). `Runtime.load` reads the rows,
-decodes them in one parse and applies every record to a fresh Graph. The floor is
-`decode_log` of the same bytes already in memory. A second set of lines splits load into
-its parts (fetch, decode, apply) so a miss shows where the time goes, and a cProfile of
-the PostgreSQL load is written next to the results.
+decodes them in one parse and applies every record to a fresh Graph. Targets (issue 12):
+p50 <= 8 ms for 5,000 nodes and <= 80 ms for 50,000, and <= 3x the floor: fetching the
+same rows with the same driver in the same run (`read_all`). Recovery: a run that crashed
+before its last node, resumed in a runtime that never saw it, until that node's handler
+starts: <= 1.5x the load. Informational lines split load into its parts (decode alone,
+decode + apply) so a miss shows where the time goes; a cProfile of the PostgreSQL load is
+written next to the results.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import cProfile
 import io
 import pstats
 import time
+from asyncio import Future
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -23,9 +28,11 @@ from bench.common import Line, Settings, open_pg, open_sqlite, p50
 from tether.graph import Graph
 from tether.records import decode_log
 from tether.runtime import Runtime
-from tether.store import Store, store_from_url
+from tether.store import RunInfo, Status, Store, store_from_url
 
-TARGET_MS = 8.0
+TARGET_MS_PER_5000 = 8.0  # and 80 ms for 50,000: linear
+TARGET_FETCH_RATIO = 3.0
+TARGET_RECOVERY_RATIO = 1.5
 TARGET_NODES = 5000
 PROFILE_PATH = Path(__file__).parent / "results" / "rehydrate-profile.txt"
 
@@ -55,7 +62,7 @@ def _apply_all(run_id: str, rows: list[bytes]) -> Graph:
     return graph
 
 
-async def _floor(run_id: str, rows: list[bytes]) -> None:
+async def _decode(run_id: str, rows: list[bytes]) -> None:
     decode_log(run_id, rows)
 
 
@@ -69,32 +76,63 @@ async def _one_backend(
     assert graph.completed_count == nodes and graph.status == "succeeded"
     load = await _times(reps, lambda: rt.load(run_id))
     fetch = await _times(reps, lambda: store.log.read_all(run_id))
-    floor = await _times(reps, lambda: _floor(run_id, rows))
     ms = 1000.0
-    is_target = backend == "PostgreSQL" and nodes == TARGET_NODES
+    target_ms = TARGET_MS_PER_5000 * max(1, nodes // TARGET_NODES)
     nbytes = sum(map(len, rows))
+    ok = p50(load) * ms <= target_ms and p50(load) <= TARGET_FETCH_RATIO * p50(fetch)
     lines = [
         Line(
             "rehydrate",
             f"load {nodes:,}-node run, {backend}, p50",
             p50(load) * ms,
             "ms",
-            "decode_log of the same bytes in memory",
-            p50(floor) * ms,
-            target=f"< {TARGET_MS:g} ms" if is_target else "-",
-            ok=p50(load) * ms < TARGET_MS if is_target else None,
+            f"fetch the same rows ({backend}, read_all), p50",
+            p50(fetch) * ms,
+            target=f"<= {target_ms:g} ms, <= {TARGET_FETCH_RATIO:g}x",
+            ok=ok,
             note=f"{len(rows):,} rows, {nbytes / 1024:,.0f} KiB; p50 of {reps}",
         ),
-        Line(
-            "rehydrate",
-            f"  of which fetch rows ({backend}), p50",
-            p50(fetch) * ms,
-            "ms",
-            "the whole load",
-            p50(load) * ms,
-        ),
     ]
+    if nodes <= TARGET_NODES:
+        lines.append(await _recovery(backend, store, run_id, rows, reps, p50(load)))
     return lines, p50(load)
+
+
+async def _recovery(
+    backend: str, store: Store, run_id: str, rows: list[bytes], reps: int, load_s: float
+) -> Line:
+    """Resume of the same run crashed before its last node, to that node's handler start."""
+    crashed = rows[:-2]  # no record of the last node, no finish: it is pending
+    samples: list[float] = []
+    for i in range(reps + 1):  # the first warms up
+        rid = f"{run_id}-crashed-{i}"
+        await store.runs.create(RunInfo(rid, chain.name, Status.RUNNING), crashed[0])
+        await store.log.append(rid, list(enumerate(crashed))[1:])
+        rt = Runtime(store)  # a fresh runtime: nothing resident
+        started = asyncio.get_running_loop().create_future()
+
+        def seen(_: str, __: str, event: dict[str, object], started: Future[float] = started):
+            if event.get("type") == "node_started" and not started.done():
+                started.set_result(time.perf_counter())
+
+        rt.events.on_event(seen)
+        t0 = time.perf_counter()
+        outcome = await rt.resume(rid)
+        assert outcome.status == "succeeded", outcome.reason
+        if i:
+            samples.append(started.result() - t0)
+    ms = 1000.0
+    return Line(
+        "rehydrate",
+        f"  recovery: resume crashed {len(rows) - 2:,}-node run to its next node, {backend}",
+        p50(samples) * ms,
+        "ms",
+        "load of the same run, p50",
+        load_s * ms,
+        target=f"<= {TARGET_RECOVERY_RATIO:g}x",
+        ok=p50(samples) <= TARGET_RECOVERY_RATIO * load_s,
+        note=f"fresh Runtime, load + RunResumed + status + launch; p50 of {reps}",
+    )
 
 
 async def _measure(settings: Settings) -> list[Line]:
@@ -113,7 +151,7 @@ async def _measure(settings: Settings) -> list[Line]:
                 lite_lines, _ = await _one_backend("SQLite", lite, run_id, rows, r)
             finally:
                 await lite.close()
-            decode = await _times(r, lambda rows=rows, run_id=run_id: _floor(run_id, rows))
+            decode = await _times(r, lambda rows=rows, run_id=run_id: _decode(run_id, rows))
             apply = await _times(r, lambda rows=rows, run_id=run_id: _apply_async(run_id, rows))
             ms = 1000.0
             lines += pg_lines + lite_lines

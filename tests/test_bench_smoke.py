@@ -1,4 +1,4 @@
-"""The bench code runs: its quickest families at tiny sizes give well-formed lines and files.
+"""The bench code runs: every family at tiny sizes gives well-formed lines and files.
 
 No timing is asserted (the machines are noisy); `python -m bench` is where numbers live.
 """
@@ -12,8 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from bench import scheduling
-from bench.common import Line, Settings
+from bench import (
+    growth,
+    overlap,
+    rehydrate,
+    scheduling,
+    throughput,
+    workers,
+)
+from bench.__main__ import FAMILIES, NEEDS_PG
+from bench.common import Line, Settings, drop_pg, prepare_pg
 from bench.rehydrate import make_log
 from bench.report import write_json, write_png
 from tether.records import decode_log
@@ -49,3 +57,43 @@ def test_rehydrate_log_is_the_executors() -> None:
     records = decode_log("smoke", rows)
     assert len(records) == 32  # run started, 30 nodes, run finished
     assert records[1].WhichOneof("body") == "node_completed"
+
+
+# What shrinks each family to a smoke run: module constants set to tiny values (every
+# `Settings.size` is also capped at 10). A family missing here fails the test below.
+TINY: dict[str, list[tuple[object, str, object]]] = {
+    "checkpoint": [],
+    "throughput": [(throughput, "CONCURRENCY", (1, 10)), (throughput, "FAN_WIDTH", 8)],
+    "rehydrate": [(rehydrate, "TARGET_NODES", 40)],
+    "scheduling": [(scheduling, "FAN_WIDTH", 20)],
+    "overlap": [(overlap, "WIDTH", 5), (overlap, "WAIT_S", 0.005)],
+    "growth": [(growth, "AT", (5, 10, 20)), (growth, "WINDOW", 5), (growth, "RUNS", 1)],
+    "memory": [],
+    "agent": [],
+    "workers": [(workers, "PROCESSES", (1, 2)), (workers, "NODES", 2)],
+}
+
+
+def test_every_family_has_a_smoke_run() -> None:
+    assert set(TINY) == set(FAMILIES)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_family_gives_well_formed_lines(
+    family: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for module, name, value in TINY[family]:
+        monkeypatch.setattr(module, name, value)
+    monkeypatch.setattr(rehydrate, "PROFILE_PATH", tmp_path / "profile.txt")
+    monkeypatch.setattr(Settings, "size", lambda self, quick, full: min(quick, 10))
+    settings = Settings(quick=True, workdir=tmp_path)
+    if family in NEEDS_PG:
+        asyncio.run(prepare_pg(settings))
+    try:
+        lines = FAMILIES[family](settings)
+    finally:
+        if family in NEEDS_PG:
+            asyncio.run(drop_pg(settings))
+    assert lines and {line.family for line in lines} == {family}
+    for line in lines:
+        well_formed(line)

@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
+from tether import logs
 from tether.blobs import BlobStore
 from tether.blobs.factory import default_blob_url, open_blob_store
 from tether.core import Budget
@@ -23,6 +24,7 @@ from tether.errors import TetherError
 from tether.executor import Outcome
 from tether.graph import Graph
 from tether.inspect import run_view, waits_view
+from tether.metering import metering
 from tether.records import Record, budget_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
@@ -208,11 +210,7 @@ def demo_model_server() -> contextlib.AbstractAsyncContextManager[Any]:
 async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
     from tether.worker import Worker
 
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s",
-    )
+    logs.configure(args.log_format)
     retain = None
     if args.retain:
         from tether.ops import parse_duration
@@ -235,7 +233,13 @@ async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, worker.stop)
-        async with demo_model_server():
+        if args.metrics_port is not None:
+            from tether import metrics
+
+            server = metrics.enable().serve(args.metrics_host, args.metrics_port)
+            where = f"http://{args.metrics_host}:{server.server_port}/metrics"
+            print(f"worker {runtime.owner} metrics on {where}", flush=True)
+        async with demo_model_server(), metering(runtime):
             print(f"worker {runtime.owner} ready on {store.url.split('@')[-1]}", flush=True)
             await worker.run()
     print(f"worker {runtime.owner} stopped: {worker.statistics()}", flush=True)
@@ -410,7 +414,13 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("TETHER_API_TOKEN")
     generated = not token
     token = token or secrets.token_urlsafe(24)
+    if logs.log_format(args.log_format) == "json":
+        logs.configure("json", logging.getLevelName(args.log_level.upper()))
     agents = args.agent or ["demo"]
+    with contextlib.suppress(ImportError):  # /metrics answers 404 without the extra
+        from tether import metrics
+
+        metrics.enable()
     for name in agents:  # import them now: a bad name fails here, and adopted runs find theirs
         resolve_agent(name)
     async with _open_blobs(store, args) as blobs:
@@ -556,6 +566,15 @@ def _runs_retention(runs: argparse.ArgumentParser) -> None:
     delete.set_defaults(fn=cmd_runs_delete)
 
 
+def _log_format(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        help="text, or one JSON object a line with run_id, node_id, owner, epoch "
+        "(default: $TETHER_LOG_FORMAT or text)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tether", description="A durable runtime for LLM agents.")
     parser.add_argument(
@@ -612,6 +631,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=600.0,
         help="seconds between retention passes (600)",
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus metrics on this port (0 picks one; needs tether[metrics])",
+    )
+    worker.add_argument("--metrics-host", default="127.0.0.1", help="address of --metrics-port")
+    _log_format(worker)
     worker.set_defaults(fn=cmd_worker)
 
     submit = sub.add_parser("submit", help="queue a run for the workers; prints its id")
@@ -698,6 +724,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     srv.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
     srv.add_argument("--log-level", default="warning")
+    _log_format(srv)
     _serve_limits(srv)
     srv.set_defaults(fn=cmd_serve)
 

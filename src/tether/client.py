@@ -129,6 +129,20 @@ class TetherClient:
             "POST", f"/v1/runs/{run_id}/resume", json={"budget": budget} if budget else {}
         )
 
+    async def signal(
+        self, run_id: str, key: str, payload: Any = None, *, event_id: str | None = None
+    ) -> dict[str, Any]:
+        """Deliver an event to wait `key` of a run; returns once the server recorded it.
+
+        With `event_id`, a retry (after a timeout, say) is a no-op (`duplicate` true).
+        ApiError 404 (unknown run or wait), 409 (answered already), 422 (payload does not
+        fit the wait's schema), 503 (the run is held elsewhere; retry).
+        """
+        headers = {"Idempotency-Key": event_id} if event_id else {}
+        return await self._call(
+            "POST", f"/v1/runs/{run_id}/signals/{key}", json=payload, headers=headers
+        )
+
     async def events(
         self,
         run_id: str,

@@ -62,6 +62,10 @@ class Context:
         """How wait `key` of this run completed: its event's payload, or timed out."""
         return await event_of(self._run.graph, key, self._run.codec)
 
+    def kind_of(self, node_id: str) -> str:
+        """The kind of any node of this run."""
+        return self._run.graph.spec(node_id).kind
+
     def parents_of(self, node_id: str) -> tuple[str, ...]:
         """The parent ids of any node of this run."""
         return tuple(self._run.graph.nodes[node_id].spec.parent_ids)

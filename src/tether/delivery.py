@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.errors import EventRefused, RunBusy, UnknownRun
+from tether.errors import EventRefused, RunHeldElsewhere, UnknownRun
 from tether.executor import NotAccepting, wake_at_of
 from tether.graph import Graph
 from tether.records import encode
@@ -27,8 +27,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tether.delivery")
 
-# How long a delivery holds a parked run (it needs milliseconds; a crash frees it then).
-HOLD_TTL_S = 30.0
+# How long a delivery holds a parked run: it needs milliseconds; if the delivering process
+# dies holding it, a worker takes the run over once this has passed (the event, if its
+# append landed, is in the log and is not recorded again).
+HOLD_TTL_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,7 @@ async def deliver(
     rt: Runtime, run_id: str, key: str, payload: Any, *, event_id: str, wait_s: float
 ) -> Delivered:
     """Record the event for wait `key` of `run_id`; raise, recording nothing, if it does
-    not fit (EventRefused and its kinds, UnknownRun, RunBusy after `wait_s`)."""
+    not fit (EventRefused and its kinds, UnknownRun; RunHeldElsewhere after `wait_s`)."""
     here = await _to_executor(rt, run_id, key, payload, event_id)
     if here is not None:
         return here
@@ -75,7 +77,7 @@ async def deliver(
         if info.status.finished:
             find_wait(await rt.load(run_id), key, event_id)  # raises WaitCompleted
         if time.monotonic() > give_up:
-            raise RunBusy(run_id, wait_s)
+            raise RunHeldElsewhere(run_id, wait_s)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.25)
 

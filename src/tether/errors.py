@@ -203,7 +203,7 @@ class BadEventPayload(EventRefused):
     status = 422
 
 
-class RunBusy(TetherError):
+class RunHeldElsewhere(TetherError):
     """The run is held by another process that did not let it go in time; retry later."""
 
     def __init__(self, run_id: str, waited_s: float) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether import logs
 from tether.blobs import BlobError, BlobNotFound, BlobRef
 from tether.context import Context
 from tether.core import Node, NodeResult, Sleep, Spawn, Wait
@@ -123,9 +124,11 @@ class RunExecutor:
 
     async def execute(self) -> Outcome:
         self.runtime.executing[self.graph.run_id] = self
+        bound = logs.bind_run(self.graph.run_id, self.runtime.owner, self.epoch)
         try:
             return await self._execute()
         finally:
+            logs.unbind_run(bound)
             self.accepting = False
             for *_, done in self._inbox:  # never recorded: the sender delivers it again
                 if not done.done():
@@ -359,6 +362,7 @@ class RunExecutor:
     # -- one node --------------------------------------------------------------
 
     async def _run_node(self, node_id: str) -> list[tuple[Record, bytes]]:
+        logs.NODE_ID.set(node_id)  # this node's own task: its log lines name it
         spec = self.graph.spec(node_id)
         try:
             handler = self.registry.get(spec.kind)

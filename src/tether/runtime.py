@@ -109,8 +109,8 @@ class Runtime:
         With `event_id`, a repeated delivery of the same event is a no-op (`duplicate`).
         Refused, recording nothing: UnknownRun; UnknownWait (no such key, or not open yet:
         events are not buffered); WaitCompleted (answered already, timed out, a sleep, or the
-        run finished); BadEventPayload (not JSON, or not fitting the wait's schema); RunBusy
-        if another process holds the run for longer than `wait_s`.
+        run finished); BadEventPayload (not JSON, or not fitting the wait's schema);
+        RunHeldElsewhere if another process holds the run for longer than `wait_s`.
         """
         return await deliver(self, run_id, key, payload, event_id=event_id or "", wait_s=wait_s)
 

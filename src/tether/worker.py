@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Awaitable
 from typing import Any
 
-from tether import faults
+from tether import faults, metrics
 from tether.errors import StaleEpoch, StoreError, StoreUnavailable
 from tether.ops.retention import retention_pass
 from tether.runtime import Runtime
@@ -71,6 +71,15 @@ class Worker:
         self.stopping.set()
         self.runtime.drain()
 
+    def _count(self, what: str, n: int = 1) -> None:
+        self.counts[what] += n
+        if (m := metrics.active) is not None:
+            m.worker_event(what, n)
+
+    def _about(self, claim: Claim) -> dict[str, object]:
+        """The fields a structured log line about a held run carries."""
+        return {"run_id": claim.run_id, "epoch": claim.epoch, "owner": self.owner}
+
     def statistics(self) -> dict[str, int]:
         """Counters: claimed, finished, paused, drained, fenced, lost, expired, failed."""
         return dict(self.counts)
@@ -107,8 +116,8 @@ class Worker:
                 if report is None:
                     log.info("%s: retention: another worker holds the lock", self.owner)
                 else:
-                    self.counts["retention_passes"] += 1
-                    self.counts["pruned"] += report.runs
+                    self._count("retention_passes")
+                    self._count("pruned", report.runs)
                     log.info(
                         "%s: retention pruned %d runs (+%d sub-agent runs, %d log rows) in %.2fs",
                         self.owner,
@@ -138,8 +147,13 @@ class Worker:
                     continue
             for claim in claims:
                 faults.hit("after_claim")
-                log.info("run %s: claimed at epoch %d", claim.run_id, claim.epoch)
-                self.counts["claimed"] += 1
+                log.info(
+                    "run %s: claimed at epoch %d",
+                    claim.run_id,
+                    claim.epoch,
+                    extra=self._about(claim),
+                )
+                self._count("claimed")
                 self._held[claim.run_id] = claim
                 self._renewed[claim.run_id] = sent
                 self._tasks[claim.run_id] = tg.create_task(self._execute(claim))
@@ -198,7 +212,7 @@ class Worker:
             else:
                 outcome = await self.runtime.continue_graph(graph, epoch=epoch)
             # The run's last record released it, in the same transaction.
-            self._released(run_id, outcome.status, outcome.reason or None)
+            self._released(claim, outcome.status, outcome.reason or None)
         except StaleEpoch:
             log.warning(
                 "run %s: fenced off, epoch %d is stale (another worker claimed the run); "
@@ -206,11 +220,11 @@ class Worker:
                 run_id,
                 epoch,
             )
-            self.counts["fenced"] += 1
+            self._count("fenced")
         except StoreUnavailable as exc:
             # The lease runs out and another worker (or this one) takes the run up again.
             log.error("run %s: store unavailable (%s); leaving it to its lease", run_id, exc)
-            self.counts["abandoned"] += 1
+            self._count("abandoned")
         except Exception as exc:
             log.exception("run %s: execution failed", run_id)
             await self._release(claim, Status.FAILED, f"worker error: {type(exc).__name__}: {exc}")
@@ -232,15 +246,21 @@ class Worker:
                 delay = min(delay * 2, 2.0)
         if not released:
             log.warning("run %s: release at epoch %d was fenced off", claim.run_id, claim.epoch)
-            self.counts["fenced"] += 1
+            self._count("fenced")
             return
-        self._released(claim.run_id, status, reason)
+        self._released(claim, status, reason)
 
-    def _released(self, run_id: str, status: Status, reason: str | None) -> None:
+    def _released(self, claim: Claim, status: Status, reason: str | None) -> None:
         drained = status is Status.PAUSED and self.runtime.draining.is_set()
         kind = "drained" if drained else status.value
-        self.counts[kind] += 1
-        log.info("run %s: released %s%s", run_id, status.value, f" ({reason})" * bool(reason))
+        self._count(kind)
+        log.info(
+            "run %s: released %s%s",
+            claim.run_id,
+            status.value,
+            f" ({reason})" * bool(reason),
+            extra=self._about(claim),
+        )
 
     # -- leases ------------------------------------------------------------------
 
@@ -264,18 +284,20 @@ class Worker:
         bound = min([sent + self.lease_ttl / 3, *expiries]) - sent
         try:
             async with asyncio.timeout(max(0.0, bound)):
-                lost = await self.leases.renew(self.owner, held, self.lease_ttl)
-                asked = await self.leases.cancels_asked(held)
+                renewal = await self.leases.renew(self.owner, held, self.lease_ttl)
         except (StoreUnavailable, TimeoutError) as exc:
             log.warning(
                 "%s: lease renewal failed (%s); retrying", self.owner, str(exc) or "timed out"
             )
             self._stop_expired()
             return
+        lost = renewal.lost
         for claim in held:
             if claim.run_id in self._renewed and claim.run_id not in lost:
                 self._renewed[claim.run_id] = sent
-        for run_id in asked:
+                if (m := metrics.active) is not None:
+                    m.lease_renewals.inc()
+        for run_id in renewal.cancel:
             # The executor records CANCELLED at our epoch and the run is released so.
             # Not executing yet (between claim and resume): the next beat asks again.
             executor = self.runtime.executing.get(run_id)
@@ -291,7 +313,7 @@ class Worker:
                 run_id,
                 by_id[run_id].epoch,
             )
-            self.counts["lost"] += 1
+            self._count("lost")
             self._stop_run(run_id)
 
     def _stop_expired(self) -> None:
@@ -309,7 +331,7 @@ class Worker:
                     run_id,
                     now - at,
                 )
-                self.counts["expired"] += 1
+                self._count("expired")
                 self._stop_run(run_id)
 
     def _stop_run(self, run_id: str) -> None:

@@ -12,13 +12,14 @@ Records are built by the constructors in `tether.records`; this module only writ
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from tether import clock, faults
-from tether.errors import RunExists, StoreUnavailable
+from tether import clock, faults, metrics
+from tether.errors import RunExists, StoreError, StoreUnavailable
 from tether.events import EventBus
 from tether.graph import Graph
-from tether.records import Record, encode, waiting_reason
+from tether.records import Record, body_of, encode, waiting_reason
 from tether.status import Status
 from tether.store.base import RunInfo, Store
 
@@ -57,10 +58,13 @@ class RecordWriter:
                 if await self._seq0(info.run_id) != data:
                     raise
 
+        started = time.perf_counter()
         try:
             await self.store.runs.create(info, data)
         except StoreUnavailable as exc:
             await self._retrying(info.run_id, "create", exc, give_up, again)
+        if (m := metrics.active) is not None:
+            m.appended("run_started", 1, time.perf_counter() - started)
         graph.apply(record, checked=True)
         self.events.record(info.run_id, 0, record)
         return graph
@@ -77,7 +81,9 @@ class RecordWriter:
         """
         graph.check(record)
         seq = graph.next_seq
-        await self.append(graph.run_id, [(seq, encode(record))], epoch=epoch)
+        await self.append(
+            graph.run_id, [(seq, encode(record))], epoch=epoch, kind=body_of(record) or "unknown"
+        )
         graph.apply(record, checked=True)
         self.events.record(graph.run_id, seq, record)
         return seq
@@ -90,7 +96,8 @@ class RecordWriter:
         ready. The executor's hot path: one statement per batch of completed nodes."""
         base = graph.next_seq
         entries = [(base + i, data) for i, (_, data) in enumerate(batch)]
-        await self.append(graph.run_id, entries, epoch=epoch)
+        kind = (body_of(batch[0][0]) or "unknown") if batch else "none"
+        await self.append(graph.run_id, entries, epoch=epoch, kind=kind)
         ready: list[str] = []
         run_id, publish = graph.run_id, self.events.record
         for i, (record, _) in enumerate(batch):
@@ -132,22 +139,44 @@ class RecordWriter:
         return released
 
     async def append(
-        self, run_id: str, entries: Sequence[tuple[int, bytes]], *, epoch: int | None = None
+        self,
+        run_id: str,
+        entries: Sequence[tuple[int, bytes]],
+        *,
+        epoch: int | None = None,
+        kind: str = "records",
     ) -> None:
         """Append durably, retrying while the store is away (the same bytes are idempotent).
 
         ConflictingRecord if another record holds one of these seqs, StaleEpoch if `epoch`
         is no longer the run's; StoreUnavailable once `retry_s` has passed without success.
+        `kind` (the first record's body) labels the append's metrics.
         """
+        started = time.perf_counter()
         give_up = clock.monotonic() + self.retry_s
         try:  # the first attempt inline: no closure, no extra coroutine on the hot path
             faults.hit("before_append")
             await self.store.log.append(run_id, entries, epoch=epoch)
             faults.hit("after_append")
         except StoreUnavailable as exc:
-            await self._retrying(
-                run_id, "append", exc, give_up, lambda: self._append_once(run_id, entries, epoch)
-            )
+            try:
+                await self._retrying(
+                    run_id,
+                    "append",
+                    exc,
+                    give_up,
+                    lambda: self._append_once(run_id, entries, epoch),
+                )
+            except StoreError as failed:
+                if (m := metrics.active) is not None:
+                    m.append_failed(failed)
+                raise
+        except StoreError as exc:
+            if (m := metrics.active) is not None:
+                m.append_failed(exc)
+            raise
+        if (m := metrics.active) is not None:
+            m.appended(kind, len(entries), time.perf_counter() - started)
 
     async def _append_once(
         self, run_id: str, entries: Sequence[tuple[int, bytes]], epoch: int | None

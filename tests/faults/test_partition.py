@@ -18,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.faults.agent import open_gate
 from tests.faults.harness import WorkerProc, check, q, submit, sync, wait_all_finished
 from tests.faults.proxy import TcpProxy
@@ -97,6 +99,7 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+@pytest.mark.timeout(max(600, TRIALS * 60))  # a bound on a hang (a trial takes ~6 s)
 def test_a_partitioned_worker_stops_and_another_takes_over(
     fault_cluster: PgCluster, fault_db: str, tmp_path: Path
 ) -> None:

@@ -161,6 +161,7 @@ def test_a_zombie_worker_is_fenced_off(fault_db: str, tmp_path: Path) -> None:
 MAX_KILLS = 12
 
 
+@pytest.mark.timeout(1200)  # a bound on a hang: 33 s idle, 80 s on a loaded machine
 @pytest.mark.parametrize("n_runs", [500])
 def test_load_with_workers_killed_and_restarted(fault_db: str, tmp_path: Path, n_runs: int) -> None:
     url, rng = fault_db, random.Random(11)

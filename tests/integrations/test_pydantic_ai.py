@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -194,3 +195,30 @@ async def test_a_conversation_rebuilds_its_history_from_steps(
 def test_an_agent_without_the_capability_is_refused() -> None:
     with pytest.raises(TypeError, match="TetherDurability"):
         TetherAgent(Agent("test", name="plain"))
+
+
+async def test_mcp_tool_listing_and_calls_are_steps(
+    sqlite_store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    from pydantic_ai.mcp import MCPToolset, StdioTransport
+
+    from tests.integrations.test_mcp import SERVER, clerk
+
+    models.scripts.add("clerk", clerk("inventory"))
+    server = StdioTransport(command=sys.executable, args=[str(SERVER)])
+    # A loaded machine can take seconds to start a Python process.
+    toolset = MCPToolset(server, id="inventory", init_timeout=120)
+    model = OpenAIChatModel("script:clerk", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(model, name="clerk", toolsets=[toolset], capabilities=[TetherDurability()])
+    outcome = await TetherAgent(agent, name="test.pydantic_ai.clerk").run(
+        "How many bolts?", runtime=Runtime(sqlite_store)
+    )
+    assert outcome.status is Status.SUCCEEDED, outcome.reason
+    assert outcome.result["content"] == "Stock: bolts: 120 in stock"
+    names = [s.name for s in await steps_of(sqlite_store, outcome.run_id)]
+    assert names == [
+        "clerk__mcp_server__inventory.get_tools",
+        "clerk__model.request",
+        "clerk__mcp_server__inventory.call_tool",
+        "clerk__model.request",
+    ]

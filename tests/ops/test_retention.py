@@ -19,7 +19,7 @@ from tether.errors import InvalidDuration, RunIsLive, UnknownRun
 from tether.ops import delete_run, parse_duration, prune
 from tether.ops.retention import RETENTION_LOCK, retention_pass
 from tether.records import encode, run_paused
-from tether.store import RunInfo
+from tether.store import RunInfo, RunTable
 
 HOUR = 3600.0
 LIVE = (Status.QUEUED, Status.RUNNING, Status.PAUSED)
@@ -215,3 +215,12 @@ def test_durations(text: str, seconds: float) -> None:
 def test_a_bad_duration_names_itself(text: str) -> None:
     with pytest.raises(InvalidDuration, match=f"duration {text!r} is not valid"):
         parse_duration(text)
+
+
+async def test_runs_are_counted_by_status(store: Store) -> None:
+    for i, status in enumerate([Status.QUEUED, Status.SUCCEEDED, Status.SUCCEEDED, Status.FAILED]):
+        await make_run(store, f"r{i}", status)
+    expected = {Status.QUEUED: 1, Status.SUCCEEDED: 2, Status.FAILED: 1}
+    assert await store.runs.count_by_status() == expected
+    # The generic answer (paging through list) agrees with the backend's query.
+    assert await RunTable.count_by_status(store.runs) == expected

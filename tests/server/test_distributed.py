@@ -132,7 +132,7 @@ async def test_a_cancel_racing_a_claim_lands_once(pg_store: Store) -> None:
             )
             if claims:  # the worker won: the cancel is a flag its claim or renewal sees
                 assert status is Status.RUNNING
-                assert await pg_store.leases.cancels_asked(claims) == [run_id]
+                assert (await pg_store.leases.renew("racer", claims, 5.0)).cancel == [run_id]
                 assert await records_of(pg_store, run_id) == ["run_started"]
                 assert await pg_store.leases.release(run_id, claims[0].epoch, Status.CANCELLED)
             else:  # the server won: its RunFinished is the only record after the start

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from tether.errors import ConflictingRecord, StaleEpoch
-from tether.store import DRAIN, Claim, RunInfo, Status, Store
+from tether.store import DRAIN, Claim, Renewal, RunInfo, Status, Store
 
 
 async def add(store: Store, run_id: str, status: Status, **kw: object) -> None:
@@ -38,8 +38,8 @@ async def test_an_expired_lease_is_claimed_at_a_new_epoch(store: Store) -> None:
     await asyncio.sleep(0.1)  # the lease runs out: inherent to the test
     [second] = await store.leases.claim("w2", 1, 5.0)
     assert (first.epoch, second.epoch) == (1, 2)
-    assert await store.leases.renew("w1", [first], 5.0) == ["r"]
-    assert await store.leases.renew("w2", [second], 5.0) == []
+    assert await store.leases.renew("w1", [first], 5.0) == Renewal(["r"], [])
+    assert await store.leases.renew("w2", [second], 5.0) == Renewal([], [])
     with pytest.raises(StaleEpoch):
         await store.log.append("r", [(1, b"late")], epoch=first.epoch)
     with pytest.raises(StaleEpoch):
@@ -49,6 +49,18 @@ async def test_an_expired_lease_is_claimed_at_a_new_epoch(store: Store) -> None:
     info = await store.runs.get("r")
     assert info is not None and info.owner is None and info.reason == DRAIN
     assert await store.leases.claim("w3", 5, 5.0) == [Claim("r", 3)]  # drained: runnable
+
+
+async def test_a_renewal_racing_a_release_gives_the_run_no_lease_back(store: Store) -> None:
+    await add(store, "r", Status.QUEUED)
+    [claim] = await store.leases.claim("w1", 1, 5.0)
+    # The heartbeat took its list of held runs, then the run was released paused.
+    assert await store.leases.release("r", claim.epoch, Status.PAUSED, "budget: node limit")
+    assert await store.leases.renew("w1", [claim], 5.0) == Renewal(["r"], [])
+    info = await store.runs.get("r")
+    assert info is not None and info.lease_until is None and info.owner is None
+    # So it can be taken (resumed with a larger budget) at once.
+    assert await store.leases.take("r", "server", 5.0) == Claim("r", claim.epoch + 1)
 
 
 async def test_a_child_is_adopted_only_under_its_parents_epoch(store: Store) -> None:
@@ -88,8 +100,11 @@ async def test_a_cancel_request_reaches_the_holder_and_the_next_claim(store: Sto
     assert await store.leases.request_cancel("b") is Status.QUEUED
     assert await store.leases.request_cancel("done") is Status.SUCCEEDED
     assert await store.leases.request_cancel("missing") is None
-    assert await store.leases.cancels_asked(held) == ["a"]
-    assert await store.leases.cancels_asked([Claim("a", held[0].epoch + 1)]) == []
+    # The holder learns of it from its next renewal, the same round trip that extends it.
+    assert await store.leases.renew("w1", held, 5.0) == Renewal([], ["a"])
+    assert await store.leases.renew("w1", [Claim("a", held[0].epoch + 1)], 5.0) == Renewal(
+        ["a"], []
+    )
     [b] = await store.leases.claim("w2", 1, 5.0)
     assert b == Claim("b", 1, cancel=True)
 

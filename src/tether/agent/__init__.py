@@ -1,6 +1,7 @@
 """LLM agents on tether: model turns, concurrent tools and sub-agents, built on nodes."""
 
 from tether.agent.loop import Agent
+from tether.agent.mcp import MCPServer, MCPUnavailable, mcp_server
 from tether.agent.messages import Message, ModelReply, ToolCallRequest, ToolSpec
 from tether.agent.pricing import cost_of, register_price
 from tether.agent.providers import AnthropicMessages, OpenAIChat, Provider, provider_for
@@ -10,6 +11,8 @@ from tether.agent.tools import Tool, ToolArgumentsError, tool
 __all__ = [
     "Agent",
     "AnthropicMessages",
+    "MCPServer",
+    "MCPUnavailable",
     "Message",
     "ModelError",
     "ModelReply",
@@ -21,6 +24,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolSpec",
     "cost_of",
+    "mcp_server",
     "provider_for",
     "register_price",
     "tool",

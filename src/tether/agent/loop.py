@@ -4,19 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from tether import metrics
+from tether.agent.mcp import MCPServer, tool_names
 from tether.agent.messages import Message, ToolSpec
 from tether.agent.pricing import cost_of
 from tether.agent.providers import Provider, provider_for
 from tether.agent.retries import with_retries
 from tether.agent.tools import Tool, ToolArgumentsError
 from tether.context import Context
-from tether.core import Budget, Handler, Node, NodeResult, Spawn, Usage
+from tether.core import Budget, Handler, Node, NodeResult, Spawn, Usage, Wait
 from tether.executor import Outcome
 from tether.registry import Registry
 from tether.runtime import Runtime
+from tether.waits import WAIT_KIND
+
+# What answers a tool call's approval: approve, reject with a reason, or approve with edited
+# arguments (validated again before the tool runs).
+APPROVAL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean"},
+        "reason": {"type": "string"},
+        "arguments": {"type": "object"},
+    },
+    "required": ["approve"],
+}
 
 SUBAGENT_SCHEMA = {
     "type": "object",
@@ -51,7 +66,7 @@ class Agent:
         *,
         model: str,
         system: str = "",
-        tools: Sequence[Tool | Agent] = (),
+        tools: Sequence[Tool | Agent | MCPServer] = (),
         budget: Budget | None = None,
         description: str = "",
         tool_name: str | None = None,
@@ -71,9 +86,12 @@ class Agent:
         self.model_attempts = model_attempts
         self.tools: dict[str, Tool] = {}
         self.subagents: dict[str, Agent] = {}
+        self.mcp_servers: list[MCPServer] = []
         for t in tools:
             if isinstance(t, Agent):
                 self.subagents[t.tool_name] = t
+            elif isinstance(t, MCPServer):
+                self.mcp_servers.append(t)
             else:
                 self.tools[t.name] = t
         clash = set(self.tools) & set(self.subagents)
@@ -90,6 +108,14 @@ class Agent:
             )
         for sub in self.subagents.values():
             self.registry.add(f"agent:{sub.tool_name}", self._subagent_handler(sub))
+        # One kind per MCP server: its tools are listed at run time, the policy is the server's.
+        for server in self.mcp_servers:
+            self.registry.add(
+                f"mcp:{server.name}",
+                self._mcp_handler(server),
+                retry=server.retry,
+                fallback=self._tool_failed,
+            )
         self.registry.add("tool", self._unknown_tool)
 
     # -- running -------------------------------------------------------------------
@@ -114,6 +140,8 @@ class Agent:
             self._provider = None
         for sub in self.subagents.values():
             await sub.aclose()
+        for server in self.mcp_servers:
+            await server.aclose()
 
     async def __aenter__(self) -> Agent:
         return self
@@ -139,7 +167,7 @@ class Agent:
         chain: list[tuple[str, tuple[str, ...]]] = []
         parents = ctx.node.parent_ids
         while parents:
-            previous_turn = ctx.parents_of(parents[0])[0]
+            previous_turn = _turn_of(ctx.parents_of, ctx.kind_of, parents[0])
             chain.append((previous_turn, parents))
             parents = ctx.parents_of(previous_turn)
         messages: list[Message] = [{"role": "user", "content": prompt_of(await ctx.run_input())}]
@@ -152,30 +180,63 @@ class Agent:
 
     async def _turn(self, ctx: Context, node: Node) -> NodeResult:
         messages = await self.history(ctx)
+        specs = self.tool_specs()
+        for server in self.mcp_servers:  # listed once per worker, then cached
+            specs += [s for s in await server.tools() if s.name not in self.tools]
 
         def on_token(text: str) -> None:
             ctx.emit({"type": "token", "text": text})
 
         reply = await with_retries(
-            lambda: self.provider.complete(self.system, messages, self.tool_specs(), on_token),
+            lambda: self.provider.complete(self.system, messages, specs, on_token),
             attempts=self.model_attempts,
             on_retry=ctx.emit,
         )
         cost = cost_of(self.model, reply.tokens_in, reply.tokens_out)
+        if (m := metrics.active) is not None:
+            m.model_call(self.model, reply.tokens_in, reply.tokens_out, cost)
         usage = Usage(reply.tokens_in, reply.tokens_out, cost, model_calls=1)
         message = reply.message()
         if not reply.tool_calls:
             return NodeResult(message, usage=usage, is_result=True)
         keys = [f"call{i}" for i in range(len(reply.tool_calls))]
-        spawn = [
-            Spawn(self._kind_of(c.name), {"call": i}, key=k)
-            for i, (k, c) in enumerate(zip(keys, reply.tool_calls, strict=True))
-        ]
+        spawn: list[Spawn | Wait] = []
+        for i, (k, c) in enumerate(zip(keys, reply.tool_calls, strict=True)):
+            wait = self._approval_wait(ctx, i, c.name, c.arguments)
+            if wait is None:
+                spawn.append(Spawn(self._kind_of(c.name), {"call": i}, key=k))
+            else:
+                spawn.append(wait)
+                spawn.append(
+                    Spawn(self._kind_of(c.name), {"call": i, "approval": wait.key}, key=k,
+                          after=[wait.key])
+                )  # fmt: skip
         spawn.append(Spawn("turn", None, key="next", after=keys))
         return NodeResult(message, spawn=spawn, usage=usage)
 
+    def _approval_wait(self, ctx: Context, i: int, name: str, arguments: Any) -> Wait | None:
+        """The wait a call needs before it runs, or None (no approval, or bad arguments:
+        those go back to the model without asking anyone)."""
+        tool = self.tools.get(name)
+        if tool is None or not tool.approval:
+            return None
+        try:
+            validated = tool.validate(arguments)
+        except ToolArgumentsError:
+            return None
+        if not tool.needs_approval(validated):
+            return None
+        data = {"tool": name, "arguments": json.loads(json.dumps(validated, default=str))}
+        return Wait(
+            f"approve-{ctx.node_id[:12]}-{i}",
+            timeout=tool.approval_timeout,
+            data=data,
+            schema=APPROVAL_SCHEMA,
+        )
+
     async def _call_of(self, ctx: Context, node: Node) -> dict[str, Any]:
-        turn = await ctx.output_of(node.parent_ids[0])
+        turn_id = _turn_of(ctx.parents_of, ctx.kind_of, node.node_id)
+        turn = await ctx.output_of(turn_id)
         call: dict[str, Any] = turn["tool_calls"][node.input["call"]]
         return call
 
@@ -195,6 +256,9 @@ class Agent:
             return f"tool:{name}"
         if name in self.subagents:
             return f"agent:{name}"
+        server = tool_names(self.mcp_servers).get(name)
+        if server is not None:
+            return f"mcp:{server.name}"
         return "tool"  # a tool the model made up: answered with an error, not a crash
 
     async def _unknown_tool(self, ctx: Context, node: Node) -> Message:
@@ -206,8 +270,17 @@ class Agent:
     def _tool_handler(self, tool: Tool) -> Handler:
         async def run_tool(ctx: Context, node: Node) -> Message:
             call = await self._call_of(ctx, node)
+            given = call["arguments"]
+            if "approval" in node.input:
+                event = await ctx.event(node.input["approval"])
+                if event.timed_out:
+                    return self._result(call, "not run: approval timed out", is_error=True)
+                if not event.payload["approve"]:
+                    reason = event.payload.get("reason") or "no reason given"
+                    return self._result(call, f"not run: rejected ({reason})", is_error=True)
+                given = event.payload.get("arguments", given)
             try:
-                arguments = tool.validate(call["arguments"])
+                arguments = tool.validate(given)
             except ToolArgumentsError as exc:
                 # Bad arguments go back to the model as the tool's result, to try again.
                 return self._result(call, f"error: {exc}", is_error=True)
@@ -215,6 +288,14 @@ class Agent:
             return self._result(call, await call_fn)
 
         return run_tool
+
+    def _mcp_handler(self, server: MCPServer) -> Handler:
+        async def run_mcp_tool(ctx: Context, node: Node) -> Message:
+            call = await self._call_of(ctx, node)
+            text, is_error = await server.call(call["name"], call["arguments"])
+            return self._result(call, text, is_error=is_error)
+
+        return run_mcp_tool
 
     async def _tool_failed(self, ctx: Context, node: Node, exc: BaseException) -> Message:
         """A tool that raised after its last attempt: the model reads the error, the run goes on."""
@@ -245,11 +326,18 @@ class Agent:
         messages: list[Message] = []
         chain: list[str] = []
         nid: str | None = graph.result_node
+
+        def parents_of(node_id: str) -> tuple[str, ...]:
+            return tuple(graph.spec(node_id).parent_ids)
+
+        def kind_of(node_id: str) -> str:
+            return graph.spec(node_id).kind
+
         while nid is not None:
             chain.append(nid)
-            parents = graph.nodes[nid].spec.parent_ids
+            parents = parents_of(nid)
             chain.extend(reversed(parents))
-            nid = graph.nodes[parents[0]].spec.parent_ids[0] if parents else None
+            nid = _turn_of(parents_of, kind_of, parents[0]) if parents else None
         started = graph.started
         assert started is not None
         messages.append({"role": "user", "content": prompt_of(await codec.decode(started.input))})
@@ -258,3 +346,11 @@ class Agent:
             assert state.completed is not None
             messages.append(await codec.decode(state.completed.output))
         return messages
+
+
+def _turn_of(
+    parents_of: Callable[[str], tuple[str, ...]], kind_of: Callable[[str], str], tool_id: str
+) -> str:
+    """The turn that called a tool: its parent, or its approval wait's parent."""
+    parent = parents_of(tool_id)[0]
+    return parents_of(parent)[0] if kind_of(parent) == WAIT_KIND else parent

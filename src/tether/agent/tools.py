@@ -18,6 +18,10 @@ class ToolArgumentsError(TetherError):
     """The model's arguments for a tool do not match its signature."""
 
 
+# Whether a call (its validated arguments) needs a person's approval before it runs.
+Approval = bool | Callable[[dict[str, Any]], bool]
+
+
 @dataclass(frozen=True)
 class Tool:
     """A function the model may call. Build one with `@tool` or `Tool.of(fn)`."""
@@ -28,6 +32,10 @@ class Tool:
     arguments: type[pydantic.BaseModel]
     takes_ctx: bool = False
     retry: Retry = field(default_factory=Retry)
+    # A call waits for approval (an event) before it runs: always, or when this says so.
+    approval: Approval = False
+    # Seconds an approval may take; past them the call is answered as not approved.
+    approval_timeout: float | None = None
 
     @classmethod
     def of(
@@ -37,6 +45,8 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         retry: Retry | None = None,
+        approval: Approval = False,
+        approval_timeout: float | None = None,
     ) -> Tool:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"tool {fn.__name__!r} must be an `async def` function")
@@ -65,7 +75,13 @@ class Tool:
             arguments=model,
             takes_ctx=takes_ctx,
             retry=retry or Retry(),
+            approval=approval,
+            approval_timeout=approval_timeout,
         )
+
+    def needs_approval(self, arguments: dict[str, Any]) -> bool:
+        """Whether this call (validated arguments) waits for approval before it runs."""
+        return self.approval(arguments) if callable(self.approval) else bool(self.approval)
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -102,7 +118,12 @@ def tool(fn: ToolFn, /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, retry: Retry | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    retry: Retry | None = None,
+    approval: Approval = False,
+    approval_timeout: float | None = None,
 ) -> Callable[[ToolFn], Tool]: ...
 
 
@@ -112,10 +133,26 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     retry: Retry | None = None,
+    approval: Approval = False,
+    approval_timeout: float | None = None,
 ) -> Tool | Callable[[ToolFn], Tool]:
-    """Decorator: `@tool` or `@tool(name=..., retry=Retry(3))` turns a function into a Tool."""
+    """Decorator: `@tool` or `@tool(name=..., retry=Retry(3))` turns a function into a Tool.
+
+    `approval=True` (or a predicate on the validated arguments) makes each call wait for a
+    person: the run parks on a wait whose data shows the tool and its arguments; the answer
+    `{"approve": true}` runs it, `{"approve": false, "reason": "..."}` sends the reason back
+    to the model as the tool's result, `{"approve": true, "arguments": {...}}` runs it with
+    edited arguments (validated again).
+    """
 
     def wrap(f: ToolFn) -> Tool:
-        return Tool.of(f, name=name, description=description, retry=retry)
+        return Tool.of(
+            f,
+            name=name,
+            description=description,
+            retry=retry,
+            approval=approval,
+            approval_timeout=approval_timeout,
+        )
 
     return wrap(fn) if fn is not None else wrap

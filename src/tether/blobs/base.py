@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import NamedTuple, Self
 
+from tether import metrics
 from tether.blobs.errors import BlobCorrupt, BlobRefRefused
 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -96,6 +97,8 @@ class BlobReader:
             self._verify_end()
             raise
         self._read += len(chunk)
+        if (m := metrics.active) is not None:
+            m.blob_read.inc(len(chunk))
         if self._read > self._ref.size:
             await self.aclose()
             raise BlobCorrupt(
@@ -180,6 +183,8 @@ class BlobStore(ABC):
             size = len(raw)
         else:
             sha256, size = await self._put_stream(data)
+        if (m := metrics.active) is not None:
+            m.blob_written.inc(size)
         return BlobRef(url=self.url_for(sha256), size=size, sha256=sha256, media_type=media_type)
 
     async def get(self, ref: BlobRef) -> bytes:

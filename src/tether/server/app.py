@@ -15,6 +15,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from tether.blobs import BlobStore
+from tether.metering import metering
 from tether.server.auth import BearerAuth
 from tether.server.events import StreamSettings
 from tether.server.headers import SecurityHeaders
@@ -59,6 +60,7 @@ class TetherServer:
         self.streams_open = 0
         self._listener: LogListener | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        self._metrics: contextlib.AbstractAsyncContextManager[None] | None = None
         self._state = "new"
         self.app = Starlette(
             routes=routes(),
@@ -92,6 +94,8 @@ class TetherServer:
             return
         self._state = "opening"
         self._unsubscribe = self.runtime.events.on_record(self.wakeups.on_record)
+        self._metrics = metering(self.runtime, lambda: self.streams_open)
+        await self._metrics.__aenter__()
         self._listener = self.store.log.listener(self.wakeups.on_append)
         if self._listener is not None:
             await self._listener.start()
@@ -111,4 +115,6 @@ class TetherServer:
                 await self._listener.close()
             if self._unsubscribe is not None:
                 self._unsubscribe()
+            if self._metrics is not None:
+                await self._metrics.__aexit__(None, None, None)
             self._state = "closed"

@@ -65,6 +65,18 @@ def document() -> dict[str, Any]:
             "properties": {"run_id": {"type": "string"}, "status": {"type": "string"}, "urls": obj},
         },
         Run={"type": "object", "required": ["run_id", "status", "budget", "nodes", "counts"]},
+        EventRecorded={
+            "type": "object",
+            "required": ["run_id", "key", "seq", "duplicate", "status", "urls"],
+            "properties": {
+                "run_id": {"type": "string"},
+                "key": {"type": "string"},
+                "seq": {"type": ["integer", "null"]},
+                "duplicate": {"type": "boolean"},
+                "status": {"type": "string"},
+                "urls": obj,
+            },
+        },
         RunList={
             "type": "object",
             "required": ["runs", "next"],
@@ -81,6 +93,11 @@ def document() -> dict[str, Any]:
         "/readyz": {"get": {"summary": "readiness: only whether, never why (see the log)",
                              "security": [], "responses": {
             "200": {"description": "ready"}, "503": {"description": "not ready"}}}},
+        "/metrics": {"get": _op(
+            "Prometheus metrics in the text exposition format",
+            {"200": {"description": "a scrape",
+                     "content": {"text/plain": {"schema": {"type": "string"}}}},
+             "404": _err("metrics are off (the metrics extra is not installed)")})},
         "/v1/runs": {
             "post": _op(
                 "start a run; answers at once",
@@ -152,6 +169,30 @@ def document() -> dict[str, Any]:
              **_UNKNOWN, **conflict, **bad},
             parameters=[_RUN_ID],
             requestBody=resume_body,
+        )},
+        "/v1/runs/{run_id}/signals/{key}": {"post": _op(
+            "deliver an event (the body is its JSON payload) to the run's wait `key`; "
+            "answered once the event is in the run's log; events for a wait that does not "
+            "exist yet are refused, not buffered",
+            {"202": {"description": "recorded", "content": _json("EventRecorded")},
+             "200": {"description": "this event (Idempotency-Key) was recorded before",
+                     "content": _json("EventRecorded")},
+             "400": _err("malformed JSON, key or event id"),
+             "404": _err("no such run, or no wait with this key"),
+             "409": _err("the wait was answered or timed out, is a sleep, or the run finished"),
+             "413": _err("body too large"),
+             "422": _err("the payload does not fit the wait's schema"),
+             "503": _err("the run is held by another process; see Retry-After")},
+            parameters=[
+                _RUN_ID,
+                {"name": "key", "in": "path", "required": True,
+                 "schema": {"type": "string", "minLength": 1, "maxLength": 200}},
+                {"name": "Idempotency-Key", "in": "header", "required": False,
+                 "schema": {"type": "string", "minLength": 1, "maxLength": 200}},
+                {"name": "event_id", "in": "query", "required": False,
+                 "schema": {"type": "string", "minLength": 1, "maxLength": 200}},
+            ],
+            requestBody={"required": False, "content": {"application/json": {"schema": {}}}},
         )},
         "/v1/blobs/{sha256}": {"get": _op(
             "a blob that a record of the run points to",

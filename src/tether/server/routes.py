@@ -13,9 +13,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from tether import metrics
 from tether.errors import (
     CorruptRecord,
+    EventRefused,
     RunExists,
+    RunHeldElsewhere,
     RunNotResumable,
     StoreError,
     StoreUnavailable,
@@ -34,7 +37,7 @@ from tether.server.limits import BodyTooLarge, TooMany
 from tether.server.listing import list_runs, row_view, urls
 from tether.server.openapi import openapi
 from tether.server.request import run_id_of, server_of
-from tether.server.schemas import BadRequest, ResumeRun, StartRun, parse_body
+from tether.server.schemas import BadRequest, ResumeRun, StartRun, loads, parse_body
 from tether.store.base import Status
 
 if TYPE_CHECKING:
@@ -215,6 +218,36 @@ async def resume_run(request: Request) -> Response:
     return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)}, 202)
 
 
+async def signal_run(request: Request) -> Response:
+    """Deliver an event (the JSON body is its payload) to wait `key`; answered once the
+    event is in the run's log. `Idempotency-Key` (or `?event_id=`) names the event: a
+    retried delivery is a no-op answered 200 with `Idempotent-Replayed: true`."""
+    server = server_of(request)
+    run_id = run_id_of(request)
+    key = request.path_params["key"]
+    if not 1 <= len(key) <= MAX_KEY:
+        raise BadRequest(400, "bad_key", f"a wait key is 1-{MAX_KEY} characters")
+    raw, limit = await request.body(), server.limits.max_body_bytes
+    if len(raw) > limit:
+        raise BadRequest(413, "too_large", f"request body over {limit} bytes")
+    payload = loads(raw, what="event payload") if raw.strip() else None
+    event_id = request.headers.get("idempotency-key") or request.query_params.get("event_id")
+    if event_id is not None and not 1 <= len(event_id) <= MAX_KEY:
+        raise BadRequest(400, "bad_idempotency_key", f"an event id is 1-{MAX_KEY} characters")
+    done = await server.runtime.signal(run_id, key, payload, event_id=event_id)
+    body = {
+        "run_id": run_id,
+        "key": key,
+        "seq": done.seq,
+        "duplicate": done.duplicate,
+        "status": done.status.value,
+        "urls": urls(run_id),
+    }
+    if done.duplicate:
+        return JSONResponse(body, 200, headers={"Idempotent-Replayed": "true"})
+    return JSONResponse(body, 202)
+
+
 # -- health -------------------------------------------------------------------------
 
 
@@ -234,6 +267,17 @@ async def readyz(request: Request) -> Response:
         log.warning("not ready: %s", exc)
         return JSONResponse({"ok": False, "status": "not ready"}, 503)
     return JSONResponse({"ok": True, "status": "ready"})
+
+
+async def metrics_text(request: Request) -> Response:
+    """Prometheus' scrape: the text format, behind the bearer token like the API."""
+    active = metrics.active
+    if active is None:
+        return JSONResponse(
+            {"error": "metrics are off: install tether[metrics] (prometheus-client)"}, 404
+        )
+    body, content_type = active.exposition()
+    return Response(body, media_type=content_type)
 
 
 # -- errors -------------------------------------------------------------------------
@@ -257,6 +301,13 @@ async def _bad_request(request: Request, exc: Exception) -> Response:
 
 
 async def _tether_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, EventRefused):  # 404 no such wait, 409 answered, 422 bad payload
+        kinds = {404: "unknown_wait", 409: "wait_completed", 422: "bad_payload"}
+        return error(exc.status, kinds.get(exc.status, "event_refused"), str(exc))
+    if isinstance(exc, RunHeldElsewhere):
+        response = error(503, "run_held", str(exc))
+        response.headers["Retry-After"] = "1"
+        return response
     status, kind = {
         UnknownRun: (404, "unknown_run"),
         RunExists: (409, "run_exists"),
@@ -286,6 +337,7 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_text, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/runs", start_run, methods=["POST"]),
         Route("/v1/runs", list_runs, methods=["GET"]),
@@ -293,6 +345,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/resume", resume_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/signals/{key}", signal_run, methods=["POST"]),
         Route("/v1/blobs/{sha256}", get_blob, methods=["GET"]),
         Route("/", console_page, methods=["GET"]),
         Route("/runs/{run_id}", run_page, methods=["GET"]),

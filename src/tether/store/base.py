@@ -139,6 +139,19 @@ class RunTable(ABC):
     ) -> list[RunInfo]:
         """List runs with that status (any, if None) that `where` admits, newest first."""
 
+    async def count_by_status(self) -> dict[Status, int]:
+        """How many runs have each status (statuses with none are left out).
+
+        This default pages through `list()`; the backends answer in one query.
+        """
+        counts: dict[Status, int] = {}
+        offset = 0
+        while page := await self.list(limit=1000, offset=offset):
+            for info in page:
+                counts[info.status] = counts.get(info.status, 0) + 1
+            offset += len(page)
+        return counts
+
 
 @dataclass(frozen=True, slots=True)
 class Claim:
@@ -148,6 +161,16 @@ class Claim:
     epoch: int
     # A cancel was asked before the claim: record the cancellation instead of executing.
     cancel: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """What one renewal of a worker's leases found: runs lost, runs to cancel."""
+
+    # Held runs whose epoch moved on: another owner has them now.
+    lost: list[str]
+    # Held runs (still ours) flagged to be cancelled by whoever owns them.
+    cancel: list[str]
 
 
 class Leases(ABC):
@@ -164,8 +187,12 @@ class Leases(ABC):
         """Take up to `limit` runnable runs for `ttl` seconds, each at a new epoch."""
 
     @abstractmethod
-    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
-        """Extend the leases still held at their epochs; return the run ids that were lost."""
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
+        """Extend the leases still held at their epochs, in one statement for all of them.
+
+        Returns the runs that were lost and, of those kept, the ones flagged to be
+        cancelled: a worker's heartbeat is one round trip however many runs it holds.
+        """
 
     @abstractmethod
     async def release(
@@ -215,10 +242,6 @@ class Leases(ABC):
         None if there is no such run. The flag outlives leases: a worker that claims a
         flagged run records its cancellation instead of executing it.
         """
-
-    @abstractmethod
-    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
-        """Of the runs held at these epochs, the ids of those flagged to be cancelled."""
 
     @abstractmethod
     async def next_wake(self) -> float | None:

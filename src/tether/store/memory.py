@@ -15,6 +15,7 @@ from tether.store.base import (
     Claim,
     Leases,
     LogStore,
+    Renewal,
     RunFilter,
     RunInfo,
     RunTable,
@@ -188,24 +189,17 @@ class MemoryLeases(Leases):
             self._s.cancels.add(run_id)
         return info.status
 
-    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
-        return [
-            c.run_id
-            for c in held
-            if c.run_id in self._s.cancels
-            and (info := self._s.runs.get(c.run_id)) is not None
-            and info.epoch == c.epoch
-        ]
-
-    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
-        lost = []
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
+        lost, cancel = [], []
         for c in held:
             info = self._s.runs.get(c.run_id)
-            if info is None or info.epoch != c.epoch:
+            if info is None or info.epoch != c.epoch or info.owner != owner:
                 lost.append(c.run_id)
-            else:
-                self._s.runs[c.run_id] = replace(info, lease_until=time.time() + ttl)
-        return lost
+                continue
+            self._s.runs[c.run_id] = replace(info, lease_until=time.time() + ttl)
+            if c.run_id in self._s.cancels:
+                cancel.append(c.run_id)
+        return Renewal(lost, cancel)
 
     async def release(
         self,

@@ -10,7 +10,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from tether.errors import StaleEpoch, StoreUnavailable
-from tether.store.base import Claim, Leases, Status
+from tether.store.base import Claim, Leases, Renewal, Status
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.postgres_db import PgPool, rowcount, wrap_errors
 from tether.store.queries import load_queries
@@ -34,13 +34,14 @@ class PostgresLeases(Leases):
         rows = await self._db.fetch(Q["claim"], owner, limit, ttl)
         return [Claim(row[0], row[1], row[2]) for row in rows]
 
-    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
         if not held:
-            return []
+            return Renewal([], [])
         ids = [c.run_id for c in held]
-        rows = await self._db.fetch(Q["renew"], ids, [c.epoch for c in held], ttl)
+        rows = await self._db.fetch(Q["renew"], ids, [c.epoch for c in held], ttl, owner)
         kept = {row[0] for row in rows}
-        return [run_id for run_id in ids if run_id not in kept]
+        lost = [run_id for run_id in ids if run_id not in kept]
+        return Renewal(lost, [row[0] for row in rows if row[1]])
 
     async def release(
         self,
@@ -110,14 +111,6 @@ class PostgresLeases(Leases):
     async def request_cancel(self, run_id: str) -> Status | None:
         rows = await self._db.fetch(Q["request_cancel"], run_id)
         return Status(rows[0][0]) if rows else None
-
-    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
-        if not held:
-            return []
-        rows = await self._db.fetch(
-            Q["cancels_asked"], [c.run_id for c in held], [c.epoch for c in held]
-        )
-        return [row[0] for row in rows]
 
     async def next_wake(self) -> float | None:
         rows = await self._db.fetch(Q["next_wake"])

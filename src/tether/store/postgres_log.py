@@ -1,4 +1,5 @@
-"""The run log on PostgreSQL: one statement per append, fenced in that same statement."""
+"""The run log on PostgreSQL: one statement per append (or per group of runs' appends, see
+`postgres_group`), fenced in that same statement."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tether.errors import ConflictingRecord
 from tether.store.base import AppendListener, LogListener, LogStore
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.postgres_db import PgPool, rowcount
+from tether.store.postgres_group import GroupCommit
 from tether.store.postgres_listen import AppendNotifier, PostgresLogListener
 from tether.store.queries import load_queries
 
@@ -35,6 +37,8 @@ class PostgresLog(LogStore):
     def __init__(self, db: PgPool) -> None:
         self._db = db
         self._notifier = AppendNotifier(db)
+        # Appends of many runs share one statement while others are in flight.
+        self._group = GroupCommit(db)
 
     def appended(self, run_id: str, seq: int) -> None:
         """Note records up to `seq` appended by another statement (a run's finish)."""
@@ -52,6 +56,26 @@ class PostgresLog(LogStore):
             return
         seqs = [seq for seq, _ in entries]
         records = [record for _, record in entries]
+        inserted = await self._group.append(
+            run_id, seqs, records, epoch, lambda: self._insert(run_id, seqs, records, epoch)
+        )
+        if inserted == len(entries):
+            self._notifier.note(run_id, seqs[-1])
+            return
+        # The slow path, only for retries, conflicts and fenced-off appends.
+        async with self._db.connection() as conn:
+            rows = await conn.fetch(Q["records_at"], run_id, seqs)
+            current = await conn.fetchval(Q["run_epoch"], run_id) if epoch is not None else None
+        judge_append(
+            run_id, entries, epoch, AppendFacts(inserted, {r[0]: r[1] for r in rows}, current)
+        )
+        if inserted:  # a retry that overlapped what had landed and added the rest
+            self._notifier.note(run_id, seqs[-1])
+
+    async def _insert(
+        self, run_id: str, seqs: list[int], records: list[bytes], epoch: int | None
+    ) -> int:
+        """One run's append in one statement; the rows it inserted (0: nothing landed)."""
         async with self._db.connection() as conn:
             try:
                 if epoch is None:
@@ -63,19 +87,8 @@ class PostgresLog(LogStore):
                     raise
                 # The statement's signal that a different record holds one of these seqs:
                 # it aborted, so nothing of this call landed.
-                status = "INSERT 0 0"
-            inserted = rowcount(status)
-            if inserted == len(entries):
-                self._notifier.note(run_id, seqs[-1])
-                return
-            # The slow path, only for retries, conflicts and fenced-off appends.
-            rows = await conn.fetch(Q["records_at"], run_id, seqs)
-            current = await conn.fetchval(Q["run_epoch"], run_id) if epoch is not None else None
-        judge_append(
-            run_id, entries, epoch, AppendFacts(inserted, {r[0]: r[1] for r in rows}, current)
-        )
-        if inserted:  # a retry that overlapped what had landed and added the rest
-            self._notifier.note(run_id, seqs[-1])
+                return 0
+        return rowcount(status)
 
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
         rows = await self._db.fetch(Q["read"], run_id, after_seq)

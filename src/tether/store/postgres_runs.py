@@ -106,3 +106,7 @@ class PostgresRuns(RunTable):
         else:
             rows = await self._db.fetch(Q["list_runs_by_status"], status.value, limit, offset)
         return [run_info(row) for row in rows]
+
+    async def count_by_status(self) -> dict[Status, int]:
+        rows = await self._db.fetch(Q["count_by_status"])
+        return {Status(row[0]): int(row[1]) for row in rows}

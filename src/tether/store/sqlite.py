@@ -201,6 +201,10 @@ class SqliteRuns(RunTable):
 
         return [_info(r) for r in await self._db.call(work)]
 
+    async def count_by_status(self) -> dict[Status, int]:
+        rows = await self._db.call(lambda: self._db.conn.execute(Q["count_by_status"]).fetchall())
+        return {Status(status): int(n) for status, n in rows}
+
 
 class SqliteStore(Store):
     """`sqlite:///relative/path.db` or `sqlite:////absolute/path.db`."""

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tether.errors import StaleEpoch
-from tether.store.base import Claim, Leases, Status
+from tether.store.base import Claim, Leases, Renewal, Status
 from tether.store.queries import load_queries
 from tether.store.sqlite_append import append_rows
 
@@ -39,15 +39,18 @@ class SqliteLeases(Leases):
 
         return await self._db.call(lambda: self._db.transaction(work))
 
-    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> list[str]:
+    async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
         until = time.time() + ttl
 
-        def work(conn: sqlite3.Connection) -> list[str]:
-            lost = []
+        def work(conn: sqlite3.Connection) -> Renewal:
+            lost, cancel = [], []
             for c in held:
-                if conn.execute(Q["renew"], (until, c.run_id, c.epoch)).rowcount == 0:
+                row = conn.execute(Q["renew"], (until, c.run_id, c.epoch, owner)).fetchone()
+                if row is None:
                     lost.append(c.run_id)
-            return lost
+                elif row[0]:
+                    cancel.append(c.run_id)
+            return Renewal(lost, cancel)
 
         return await self._db.call(lambda: self._db.transaction(work))
 
@@ -106,17 +109,6 @@ class SqliteLeases(Leases):
             return None if row is None else Status(row[0])
 
         return await self._db.call(lambda: self._db.transaction(work))
-
-    async def cancels_asked(self, held: Sequence[Claim]) -> list[str]:
-        def work(conn: sqlite3.Connection) -> list[str]:
-            asked = []
-            for c in held:
-                row = conn.execute(Q["cancel_asked"], (c.run_id, c.epoch)).fetchone()
-                if row is not None and row[0]:
-                    asked.append(c.run_id)
-            return asked
-
-        return await self._db.call(lambda: work(self._db.conn))
 
     async def next_wake(self) -> float | None:
         row = await self._db.call(lambda: self._db.conn.execute(Q["next_wake"]).fetchone())

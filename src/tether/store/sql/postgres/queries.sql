@@ -18,6 +18,32 @@ FROM unnest($2::bigint[], $3::bytea[]) AS e(seq, record),
 ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
 WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 
+-- name: append_group
+-- The appends of several runs in one statement (group commit): rows $1/$2/$3 (run, seq,
+-- record); runs in $4 are unfenced, runs in $5 only while their epoch is still $6 (FOR
+-- SHARE, as append_fenced). SKIP LOCKED: a runs row that a claim or a lease renewal is
+-- updating right now is left out instead of waited for (waiting on several rows at once
+-- could deadlock with a renewal of several); such a run, like a fenced-off one, inserts
+-- nothing here and appends alone, where it waits for the row as append_fenced does.
+-- A different record at a taken seq aborts the whole statement (seq NULL) and each run
+-- then appends alone, so a conflict is reported to its own run only. Returns the rows
+-- inserted per run.
+WITH fence AS (
+    SELECT runs.run_id FROM runs
+    JOIN unnest($5::text[], $6::bigint[]) AS f(run_id, epoch)
+      ON runs.run_id = f.run_id AND runs.epoch = f.epoch
+    FOR SHARE OF runs SKIP LOCKED
+), ins AS (
+    INSERT INTO run_log (run_id, seq, record)
+    SELECT e.run_id, e.seq, e.record
+    FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS e(run_id, seq, record)
+    WHERE e.run_id = ANY($4::text[]) OR e.run_id IN (SELECT run_id FROM fence)
+    ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
+    WHERE run_log.record IS DISTINCT FROM EXCLUDED.record
+    RETURNING run_id
+)
+SELECT run_id, count(*)::int FROM ins GROUP BY run_id;
+
 -- name: notify_appends
 -- Tell the event streams of every replica which runs grew ('run_id:last seq' each), in one
 -- statement for all the appends made since the last one. Not in the append itself: a
@@ -154,11 +180,13 @@ FROM picked WHERE runs.run_id = picked.run_id
 RETURNING runs.run_id, runs.epoch, runs.cancel_requested;
 
 -- name: renew
--- Extend the leases of runs still at the epochs the caller claimed them at; returns those.
+-- Extend the leases owner $4 still holds at the epochs it claimed them at; returns those,
+-- each with whether it was asked to be cancelled (one round trip per heartbeat). A run
+-- released meanwhile (owner cleared, same epoch) keeps no lease.
 UPDATE runs SET lease_until = extract(epoch FROM clock_timestamp()) + $3
 FROM unnest($1::text[], $2::bigint[]) AS held(run_id, epoch)
-WHERE runs.run_id = held.run_id AND runs.epoch = held.epoch
-RETURNING runs.run_id;
+WHERE runs.run_id = held.run_id AND runs.epoch = held.epoch AND runs.owner = $4
+RETURNING runs.run_id, runs.cancel_requested;
 
 -- name: release
 -- Give a run up with its new status (and wake-up time $5, when parked), only at the
@@ -236,13 +264,6 @@ UPDATE runs SET cancel_requested = (status NOT IN ('succeeded', 'failed', 'cance
 WHERE run_id = $1
 RETURNING status;
 
--- name: cancels_asked
--- Of the runs the caller holds (at their epochs), those asked to be cancelled.
-SELECT runs.run_id FROM runs
-JOIN unnest($1::text[], $2::bigint[]) AS held(run_id, epoch)
-  ON runs.run_id = held.run_id AND runs.epoch = held.epoch
-WHERE runs.cancel_requested;
-
 -- name: next_wake
 -- Seconds until the earliest wake-up time of a parked top-level run, by the database's
 -- clock (negative when due; NULL if no parked run has one).
@@ -307,3 +328,7 @@ SELECT pg_try_advisory_lock(hashtext('tether:' || $1));
 -- name: unlock
 -- Release that lock.
 SELECT pg_advisory_unlock(hashtext('tether:' || $1));
+
+-- name: count_by_status
+-- How many runs have each status (for the runs gauge).
+SELECT status, count(*) FROM runs GROUP BY status;

@@ -94,8 +94,10 @@ WHERE run_id IN (
 RETURNING run_id, epoch, cancel_requested;
 
 -- name: renew
--- Extend one lease while the run is at the caller's epoch.
-UPDATE runs SET lease_until = ? WHERE run_id = ? AND epoch = ?;
+-- Extend one lease while the caller holds the run at its epoch; whether it was asked to be
+-- cancelled (no row: the lease was lost, or the run released meanwhile).
+UPDATE runs SET lease_until = ? WHERE run_id = ? AND epoch = ? AND owner = ?
+RETURNING cancel_requested;
 
 -- name: release
 -- Give a run up with its new status (and wake-up time, when parked), only at the caller's
@@ -133,10 +135,6 @@ RETURNING epoch, cancel_requested;
 UPDATE runs SET cancel_requested = (status NOT IN ('succeeded', 'failed', 'cancelled'))
 WHERE run_id = ?
 RETURNING status;
-
--- name: cancel_asked
--- Whether a run the caller holds at its epoch was asked to be cancelled.
-SELECT cancel_requested FROM runs WHERE run_id = ? AND epoch = ?;
 
 -- name: next_wake
 -- The earliest wake-up time of a parked top-level run (NULL if none has one).
@@ -189,3 +187,7 @@ RETURNING length(record);
 DELETE FROM runs
 WHERE run_id IN (SELECT value FROM json_each(?))
   AND status IN ('succeeded', 'failed', 'cancelled');
+
+-- name: count_by_status
+-- How many runs have each status (for the runs gauge).
+SELECT status, count(*) FROM runs GROUP BY status;

@@ -1,0 +1,180 @@
+"""Group commit on PostgreSQL: appends of many runs share one INSERT while others are in flight.
+
+An append goes out alone, at once, whenever fewer than `statements` appends are in flight
+(so a lone run never waits for a batch that will not come). Otherwise it queues; when a
+statement finishes, everything queued (one append per run, up to `max_rows` rows) leaves
+as one `append_group` statement, led by the first waiter, and each waiter gets its own
+run's count of inserted rows. The caller judges a short count (retry, conflict, fence)
+for its run alone, exactly as after a lone append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from tether.store.postgres_db import PgPool, is_unavailable
+from tether.store.queries import load_queries
+
+Q = load_queries("postgres")
+
+# Appends in flight before the next one queues for a shared statement. Two keeps the
+# server's commit path busy (one statement committing while the next is sent) without
+# splitting a burst of appends into many small statements.
+DEFAULT_STATEMENTS = 2
+DEFAULT_MAX_ROWS = 4096
+
+# What a waiter is handed: its run's inserted rows, ALONE (append by yourself: the shared
+# statement could not decide for every run), or the batch it now leads.
+ALONE = -1
+
+
+@dataclass(slots=True, eq=False)
+class _Waiter:
+    run_id: str
+    seqs: list[int]
+    records: list[bytes]
+    epoch: int | None
+    done: asyncio.Future[int | list[_Waiter]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class GroupCommit:
+    """Counts the appends in flight and turns the queued ones into shared statements."""
+
+    def __init__(
+        self, db: PgPool, *, statements: int = DEFAULT_STATEMENTS, max_rows: int = DEFAULT_MAX_ROWS
+    ) -> None:
+        self._db = db
+        self.statements = statements
+        self.max_rows = max_rows
+        self.inflight = 0
+        self._queue: list[_Waiter] = []
+        # Counters for statistics(): shared statements sent and the appends they carried.
+        self._groups = 0
+        self._grouped = 0
+
+    def statistics(self) -> dict[str, int]:
+        return {"group_statements": self._groups, "grouped_appends": self._grouped}
+
+    async def append(
+        self,
+        run_id: str,
+        seqs: list[int],
+        records: list[bytes],
+        epoch: int | None,
+        alone: Callable[[], Awaitable[int]],
+    ) -> int:
+        """Rows of this append inserted, by `alone()` or by a shared statement."""
+        if self.inflight < self.statements:
+            self.inflight += 1
+            try:
+                return await alone()
+            finally:
+                self._release()
+        waiter = _Waiter(run_id, seqs, records, epoch)
+        self._queue.append(waiter)
+        try:
+            got = await waiter.done
+        except asyncio.CancelledError:
+            if waiter.done.done() and not waiter.done.cancelled():
+                self._abdicate(waiter.done.result())
+            raise
+        if isinstance(got, list):
+            try:
+                got = await self._lead(got)
+            finally:
+                self._release()
+        return await self._alone(alone) if got == ALONE else got
+
+    async def _alone(self, alone: Callable[[], Awaitable[int]]) -> int:
+        self.inflight += 1
+        try:
+            return await alone()
+        finally:
+            self._release()
+
+    def _abdicate(self, got: int | list[_Waiter]) -> None:
+        """A waiter cancelled after it was made leader: the others append alone."""
+        if isinstance(got, list):
+            for w in got[1:]:
+                if not w.done.done():
+                    w.done.set_result(ALONE)
+            self._release()
+
+    def _release(self) -> None:
+        """One statement less in flight: hand what queued meanwhile to a new leader."""
+        self.inflight -= 1
+        queue = self._queue
+        while queue and self.inflight < self.statements:
+            batch: list[_Waiter] = []
+            runs: set[str] = set()
+            rows = 0
+            taken = 0
+            for w in queue:
+                if w.done.done():  # cancelled while queued
+                    taken += 1
+                    continue
+                if w.run_id in runs or (batch and rows + len(w.seqs) > self.max_rows):
+                    break  # a run's second append waits for the next statement
+                batch.append(w)
+                runs.add(w.run_id)
+                rows += len(w.seqs)
+                taken += 1
+            del queue[:taken]
+            if batch:
+                self.inflight += 1
+                batch[0].done.set_result(batch)
+
+    async def _lead(self, batch: list[_Waiter]) -> int:
+        """Send one statement for the batch; hand each other waiter its verdict; ours."""
+        run_ids: list[str] = []
+        seqs: list[int] = []
+        records: list[bytes] = []
+        unfenced: list[str] = []
+        fenced: list[str] = []
+        epochs: list[int] = []
+        for w in batch:
+            run_ids += [w.run_id] * len(w.seqs)
+            seqs += w.seqs
+            records += w.records
+            if w.epoch is None:
+                unfenced.append(w.run_id)
+            else:
+                fenced.append(w.run_id)
+                epochs.append(w.epoch)
+        counts: dict[str, int] | None = None
+        try:
+            async with self._db.connection() as conn:
+                try:
+                    rows = await conn.fetch(
+                        Q["append_group"], run_ids, seqs, records, unfenced, fenced, epochs
+                    )
+                    counts = {row[0]: row[1] for row in rows}
+                except asyncpg.PostgresError as exc:
+                    if is_unavailable(exc):
+                        raise
+                    # A conflict (seq NULL), a deadlock with a claim, anything the shared
+                    # statement cannot decide for every run: each run appends alone.
+        finally:
+            # Also when the store went away or the leader was cancelled: the others then
+            # learn it from their own attempt, idempotent whether or not this one landed.
+            for w in batch[1:]:
+                if not w.done.done():
+                    w.done.set_result(_verdict(w, counts))
+        self._groups += 1
+        self._grouped += len(batch)
+        return _verdict(batch[0], counts)
+
+
+def _verdict(w: _Waiter, counts: dict[str, int] | None) -> int:
+    """A waiter's rows inserted, or ALONE: no shared statement, or a fenced run that
+    inserted nothing (fenced off, or its runs row was locked and skipped) appends alone."""
+    if counts is None:
+        return ALONE
+    inserted = counts.get(w.run_id, 0)
+    return ALONE if inserted == 0 and w.epoch is not None else inserted

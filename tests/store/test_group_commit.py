@@ -1,0 +1,141 @@
+"""Group commit on PostgreSQL: concurrent runs' appends share one statement, judged per run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Iterable
+
+import asyncpg
+import pytest
+
+from tether.errors import ConflictingRecord, StaleEpoch
+from tether.store import RunInfo, Status
+from tether.store.postgres import PostgresStore
+
+
+@pytest.fixture
+async def pg_store(pg_database: str) -> AsyncIterator[PostgresStore]:
+    store = PostgresStore(pg_database)
+    await store.open()
+    await store._db.execute("TRUNCATE run_log, runs")  # claims pick the oldest runs
+    # One append in flight at a time: every append that starts meanwhile queues, so the
+    # queued ones leave together as one shared statement.
+    store._log._group.statements = 1
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def _runs(store: PostgresStore, prefix: str, n: int) -> list[str]:
+    ids = [f"{prefix}-{i}" for i in range(n)]
+    for run_id in ids:
+        await store.runs.create(RunInfo(run_id, "agent", Status.QUEUED), b"started")
+    return ids
+
+
+async def _results(appends: Iterable[Awaitable[None]]) -> list[BaseException | None]:
+    return list(await asyncio.gather(*appends, return_exceptions=True))
+
+
+async def test_concurrent_appends_of_many_runs_share_statements(pg_store: PostgresStore) -> None:
+    ids = await _runs(pg_store, "g", 20)
+    before = pg_store._log._group.statistics()
+    results = await _results(
+        [pg_store.log.append(r, [(1, f"{r} one".encode()), (2, b"two")]) for r in ids]
+    )
+    assert results == [None] * 20
+    after = pg_store._log._group.statistics()
+    # The first went alone; the 19 that queued behind it left in one statement.
+    assert after["group_statements"] - before["group_statements"] == 1
+    assert after["grouped_appends"] - before["grouped_appends"] == 19
+    for r in ids:
+        assert await pg_store.log.read(r) == [
+            (0, b"started"),
+            (1, f"{r} one".encode()),
+            (2, b"two"),
+        ]
+    # Retried in a group, the same records are a no-op for every run.
+    assert await _results([pg_store.log.append(r, [(2, b"two")]) for r in ids]) == [None] * 20
+
+
+async def test_a_fenced_off_run_in_a_shared_statement_fails_alone(
+    pg_store: PostgresStore,
+) -> None:
+    ids = await _runs(pg_store, "f", 6)
+    claims = {c.run_id: c.epoch for c in await pg_store.leases.claim("w", limit=6, ttl=30)}
+    stale = ids[3]
+    await pg_store.leases.release(stale, claims[stale], Status.PAUSED, "drain")
+    (taken,) = await pg_store.leases.claim("other", limit=1, ttl=30)
+    assert taken.run_id == stale and taken.epoch > claims[stale]
+    results = await _results(
+        [pg_store.log.append(r, [(1, r.encode())], epoch=claims[r]) for r in ids]
+    )
+    assert isinstance(results[3], StaleEpoch)
+    assert [r for i, r in enumerate(results) if i != 3] == [None] * 5
+    for i, r in enumerate(ids):
+        expected = [(0, b"started")] if i == 3 else [(0, b"started"), (1, r.encode())]
+        assert await pg_store.log.read(r) == expected
+
+
+async def test_a_conflict_in_a_shared_statement_is_reported_to_its_run_only(
+    pg_store: PostgresStore,
+) -> None:
+    ids = await _runs(pg_store, "c", 6)
+    await pg_store.log.append(ids[4], [(1, b"already here")])
+    results = await _results([pg_store.log.append(r, [(1, b"new"), (2, b"more")]) for r in ids])
+    assert isinstance(results[4], ConflictingRecord)
+    assert [r for i, r in enumerate(results) if i != 4] == [None] * 5
+    # All or none per run: the conflicting run's seq 2 did not land either.
+    assert await pg_store.log.read(ids[4]) == [(0, b"started"), (1, b"already here")]
+    for i, r in enumerate(ids):
+        if i != 4:
+            assert await pg_store.log.read(r) == [(0, b"started"), (1, b"new"), (2, b"more")]
+
+
+async def test_a_lone_append_never_waits_for_a_group(pg_store: PostgresStore) -> None:
+    (run_id,) = await _runs(pg_store, "lone", 1)
+    before = pg_store._log._group.statistics()
+    for seq in range(1, 6):
+        await pg_store.log.append(run_id, [(seq, b"x")])
+    assert pg_store._log._group.statistics() == before
+    assert pg_store._log._group.inflight == 0
+
+
+async def test_a_waiter_cancelled_in_the_queue_is_left_out(pg_store: PostgresStore) -> None:
+    ids = await _runs(pg_store, "x", 4)
+    tasks = [asyncio.ensure_future(pg_store.log.append(r, [(1, b"r")])) for r in ids]
+    await asyncio.sleep(0)  # all four started: the first in flight, three queued
+    tasks[2].cancel()
+    results = await _results(tasks)
+    assert isinstance(results[2], asyncio.CancelledError)
+    assert results[:2] + results[3:] == [None] * 3
+    assert await pg_store.log.read(ids[2]) == [(0, b"started")]
+    assert pg_store._log._group.inflight == 0
+
+
+async def test_a_run_whose_row_is_locked_waits_alone_and_the_others_land(
+    pg_store: PostgresStore, pg_database: str
+) -> None:
+    ids = await _runs(pg_store, "l", 5)
+    claims = {c.run_id: c.epoch for c in await pg_store.leases.claim("w", limit=5, ttl=30)}
+    locked = ids[2]
+    blocker = await asyncpg.connect(pg_database)
+    try:
+        tx = blocker.transaction()
+        await tx.start()
+        # A lease renewal of that run in progress: its row is locked for update.
+        await blocker.execute("SELECT 1 FROM runs WHERE run_id = $1 FOR NO KEY UPDATE", locked)
+        tasks = {
+            r: asyncio.ensure_future(pg_store.log.append(r, [(1, b"r")], epoch=claims[r]))
+            for r in ids
+        }
+        others = [t for r, t in tasks.items() if r != locked]
+        assert await _results(others) == [None] * 4
+        assert not tasks[locked].done()  # waiting for the row, alone
+        await tx.commit()
+        await tasks[locked]
+    finally:
+        await blocker.close()
+    for r in ids:
+        assert await pg_store.log.read(r) == [(0, b"started"), (1, b"r")]
