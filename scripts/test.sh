@@ -48,8 +48,8 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432; then
   for _ in $(seq 1 60); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.5; done
 fi
 
-python3 -m ruff check src tests bench scripts
-python3 -m ruff format --check src tests bench scripts
+python3 -m ruff check src tests bench scripts docs/hooks
+python3 -m ruff format --check src tests bench scripts docs/hooks
 python3 -m mypy
 # The docs are built strictly: a broken link or a stale reference fails the build.
 NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --quiet --site-dir build/site

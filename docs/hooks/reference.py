@@ -88,7 +88,8 @@ def http_reference() -> str:
                 out.extend(["No credentials needed.", ""])
             params = op.get("parameters", [])
             if params:
-                out.extend(["| parameter | in | required | schema | what |", "|---|---|---|---|---|"])
+                out.append("| parameter | in | required | schema | what |")
+                out.append("|---|---|---|---|---|")
                 for p in params:
                     schema = json.dumps(p.get("schema", {}), sort_keys=True).replace("|", "\\|")
                     req = "yes" if p.get("required") else "no"
@@ -96,8 +97,14 @@ def http_reference() -> str:
                     out.append(f"| `{p['name']}` | {p['in']} | {req} | `{schema}` | {what} |")
                 out.append("")
             if "requestBody" in op:
-                ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-                out.extend([f"Body: `{ref.rsplit('/', 1)[1]}` (see the schemas below).", ""])
+                for media, content in op["requestBody"]["content"].items():
+                    schema = content.get("schema", {})
+                    if "$ref" in schema:
+                        name = schema["$ref"].rsplit("/", 1)[1]
+                        out.append(f"Body ({media}): `{name}` (see the schemas below).")
+                    else:
+                        out.append(f"Body ({media}): `{json.dumps(schema, sort_keys=True)}`")
+                out.append("")
             out.extend(["| status | answer |", "|---|---|"])
             for status, answer in op["responses"].items():
                 out.append(f"| {status} | {answer.get('description', '')} |")
