@@ -2,7 +2,8 @@
 
 Run: `PYTHONPATH=src:. python -m bench.waits [postgresql://postgres@127.0.0.1/postgres]
 [--events N] [--timers N] [--parked N]`. It creates a scratch database `tether_bench_waits`,
-drops it at the end, starts one `tether worker` process on it and prints:
+drops it at the end, starts one `tether worker` process on it (`--concurrency`, 64;
+`--worker-pool`, 10 connections) and prints:
 
 - **event delivery -> successor started** (p50/p99 ms): a run parked on `Wait("go")` (no
   process holds it); this process delivers the event (`Runtime.signal`: take the run at a
@@ -99,13 +100,16 @@ async def result_of(rt: Runtime, run_id: str) -> float:
     return float(outcome.result)
 
 
-async def bench(url: str, events: int, timers: int, parked: int) -> None:
+async def bench(
+    url: str, events: int, timers: int, parked: int, pool: int, concurrency: int
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
     async with PostgresStore(url, min_size=1, max_size=4) as store:
         rt = Runtime(store, owner="bench")
         worker = await asyncio.create_subprocess_exec(
-            *[sys.executable, "-m", "tether", "--db", url, "worker", "--concurrency", "64"],
+            *[sys.executable, "-m", "tether", "--db", f"{url}?max_size={pool}", "worker"],
+            *["--concurrency", str(concurrency)],
             env=env,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
@@ -155,7 +159,10 @@ async def bench(url: str, events: int, timers: int, parked: int) -> None:
     ms = 1000
     f50, f99 = pct(floor, 50) * ms, pct(floor, 99) * ms
     l50, l99 = pct(latency, 50) * ms, pct(latency, 99) * ms
-    print(f"PostgreSQL {url.split('@')[-1]}: one `tether worker` process (concurrency 64)")
+    print(
+        f"PostgreSQL {url.split('@')[-1]}: one `tether worker` process (concurrency {concurrency}, "
+        f"{pool} pooled connections)"
+    )
     print(f"{'':44} {'p50 ms':>9} {'p99 ms':>9}")
     print(f"{'floor: INSERT + NOTIFY -> LISTEN callback':44} {f50:9.2f} {f99:9.2f}")
     print(f"{'event delivery -> successor started':44} {l50:9.2f} {l99:9.2f}")
@@ -177,13 +184,15 @@ async def main() -> None:
     parser.add_argument("--events", type=int, default=200)
     parser.add_argument("--timers", type=int, default=1000)
     parser.add_argument("--parked", type=int, default=10_000)
+    parser.add_argument("--worker-pool", type=int, default=10, help="the worker's connections")
+    parser.add_argument("--concurrency", type=int, default=64, help="the worker's runs at once")
     args = parser.parse_args()
     url = args.admin_url.rsplit("/", 1)[0] + "/" + DB
     admin = await asyncpg.connect(args.admin_url)
     await admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
     await admin.execute(f"CREATE DATABASE {DB}")
     try:
-        await bench(url, args.events, args.timers, args.parked)
+        await bench(url, args.events, args.timers, args.parked, args.worker_pool, args.concurrency)
     finally:
         await admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
         await admin.close()

@@ -36,6 +36,15 @@ if [ ! -f "$AXE" ]; then
     axe-core@4.14.1 >/dev/null
 fi
 
+# The store is tested behind PgBouncer in transaction mode: Debian's package (not started
+# as a service; the test runs a private one).
+if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then
+  need_apt "pgbouncer" "the Debian/Ubuntu package pgbouncer"
+  echo "installing pgbouncer (apt-get)"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
+fi
+
 # The store tests run against a real PostgreSQL at 127.0.0.1:5432.
 if ! pg_isready -q -h 127.0.0.1 -p 5432; then
   if ! command -v pg_ctlcluster >/dev/null; then

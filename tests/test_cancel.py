@@ -29,11 +29,14 @@ STARTED: dict[str, asyncio.Event] = {}
 
 @slow.node("start")
 async def start(ctx: Context, node: Node) -> NodeResult:
-    return NodeResult("go", spawn=[Spawn("wait", key=f"w{i}") for i in range(3)])
+    return NodeResult("go", spawn=[Spawn("wait", node.input, key=f"w{i}") for i in range(3)])
 
 
 @slow.node("wait")
 async def wait(ctx: Context, node: Node) -> None:
+    if node.input == "must not start":
+        # Fail the run at once rather than hang: the test expected a pause before this.
+        raise RuntimeError("a node started past the run's node limit")
     STARTED.setdefault(ctx.run_id, asyncio.Event()).set()
     await asyncio.Event().wait()  # never finishes on its own
 
@@ -61,8 +64,8 @@ async def test_cancel_stops_in_flight_nodes_and_records_cancelled(store: Store) 
 async def test_cancel_of_a_paused_run_appends_the_finish(store: Store) -> None:
     runtime = Runtime(store)
     run_id = uid("p")
-    paused = await runtime.start(slow, run_id=run_id, budget=Budget(max_nodes=1))
-    assert paused.status is Status.PAUSED
+    paused = await runtime.start(slow, "must not start", run_id=run_id, budget=Budget(max_nodes=1))
+    assert (paused.status, paused.reason) == (Status.PAUSED, "budget: node limit 1 reached")
     outcome = await Runtime(store).cancel(run_id)
     assert outcome.status is Status.CANCELLED and outcome.graph.status == "cancelled"
     with pytest.raises(RunNotResumable):
@@ -84,5 +87,7 @@ async def test_cancel_reaches_the_sub_agent_runs_executing_here(store: Store) ->
     assert child is not None and child.status is Status.CANCELLED
     child_log = decode_log(children[0], await store.log.read_all(children[0]))
     assert child_log[-1].run_finished.error == "cancelled by request"
-    assert children[0].startswith(child_run_id(run_id, ""))
+    # The child is the delegate node's, under the id derived from it.
+    [delegate] = [n for n, state in outcome.graph.nodes.items() if state.spec.kind == "delegate"]
+    assert children == [child_run_id(run_id, delegate)]
     GATE.pop(gate, None)

@@ -75,7 +75,8 @@ def test_stop_after_then_resume_gives_the_same_answer(tmp_path: Path) -> None:
     assert run["status"] == "running"  # nobody paused it: it died
     shown = json.loads(tether(tmp_path, "show", str(run["run_id"]), "--json").stdout)
     assert shown["budget"]["used"]["nodes"] == 5
-    resumed = tether(tmp_path, "resume", str(run["run_id"]), "--quiet").stdout
+    # Its lease (5 s by default) may still be live: wait for it, then take the run.
+    resumed = tether(tmp_path, "resume", str(run["run_id"]), "--wait", "--quiet").stdout
     assert answer(resumed) == reference
     shown = json.loads(tether(tmp_path, "show", str(run["run_id"]), "--json").stdout)
     assert shown["status"] == "succeeded"
@@ -101,11 +102,13 @@ def test_sigterm_drains_and_resume_finishes(tmp_path: Path) -> None:
             run_id = line.split()[1]
             break
     # Wait until the first node is durably recorded, then ask for a drain.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        shown = json.loads(tether(tmp_path, "show", run_id, "--json").stdout)
-        if shown["budget"]["used"]["nodes"] >= 1:
-            break
+    deadline = time.monotonic() + 60
+    while (
+        json.loads(tether(tmp_path, "show", run_id, "--json").stdout)["budget"]["used"]["nodes"] < 1
+    ):
+        assert proc.poll() is None, "the run ended before its first node was recorded"
+        assert time.monotonic() < deadline, "the first node was not recorded within 60 s"
+        time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -120,7 +123,7 @@ def test_show_json_is_stable(tmp_path: Path) -> None:
     view = json.loads(tether(tmp_path, "show", run_id, "--json", "--outputs").stdout)
     assert set(view) == {
         "format", "run_id", "agent", "status", "reason", "parent_run_id", "records", "budget",
-        "result", "waits", "nodes",
+        "result", "waits", "nodes", "state", "lease_left",
     }  # fmt: skip
     assert view["format"] == 1
     assert set(view["budget"]) == {"limits", "used"}

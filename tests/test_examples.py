@@ -70,3 +70,12 @@ def test_mcp_example_runs_with_a_local_mcp_server(tmp_path: Path) -> None:
     proc = _run_example("mcp_agent.py", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "In stock: bolts: 120 in stock; washers: 0 in stock" in proc.stdout
+
+
+def test_openai_agents_example_runs_with_one_command(tmp_path: Path) -> None:
+    pytest.importorskip("agents")
+    proc = _run_example("openai_agents_agent.py", tmp_path, "What is WAL?")
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.split()[1]
+    assert f"run {run_id}: succeeded" in proc.stdout
+    assert "I read 2 search results" in proc.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -144,3 +145,95 @@ async def test_a_child_row_left_running_by_a_crash_after_the_child_finished_is_s
         assert info.epoch > 0
         with pytest.raises(StaleEpoch):
             await store.leases.adopt_child(child_id, "w1", p, epoch - 1)
+
+
+# -- fencing and keys of sub-agent runs ------------------------------------------------
+
+guarded = Registry("test.parent.guarded", entry="delegate")
+# Called by `delegate` just before it starts its child: the test's hook, by parent run id.
+BEFORE_CHILD: dict[str, Callable[[], Awaitable[None]]] = {}
+
+
+@guarded.node("delegate")
+async def guarded_delegate(ctx: Context, node: Node) -> NodeResult:
+    await BEFORE_CHILD[ctx.run_id]()
+    answer = await ctx.run_child(child, {"n": node.input["n"], "gate": None})
+    return NodeResult(answer, is_result=True)
+
+
+async def owned_parent(store: Store, run_id: str) -> tuple[Runtime, int]:
+    """A queued guarded parent, claimed by worker w1 with a lease that has already run out
+    (so w2 may take it over without anyone sleeping): the runtime and w1's epoch."""
+    rt = Runtime(store, owner="w1")
+    await rt.create(guarded, {"n": 3}, run_id=run_id)
+    [claim] = await store.leases.claim("w1", 1, -1.0)
+    assert claim.run_id == run_id
+    return rt, claim.epoch
+
+
+async def test_a_fenced_off_parents_child_is_fenced_too(store: Store) -> None:
+    p = uid("fenced")
+    rt, epoch = await owned_parent(store, p)
+
+    async def taken_over() -> None:
+        # Another worker takes the parent while w1's node is about to start the child.
+        claim = await store.leases.take(p, "w2", 60)
+        assert claim is not None and claim.epoch == epoch + 1
+
+    BEFORE_CHILD[p] = taken_over
+    with pytest.raises(StaleEpoch):
+        await rt.resume(p, epoch=epoch)
+    # The child was created (seq 0 is a function of the parent's node) and nothing more:
+    # w1 could not adopt it, so none of its nodes ran or were recorded.
+    [child_info] = [r for r in await store.runs.list() if r.parent_run_id == p]
+    records = decode_log(child_info.run_id, await store.log.read_all(child_info.run_id))
+    assert [r.WhichOneof("body") for r in records] == ["run_started"]
+    assert not [k for k in EXECUTIONS if k.startswith(f"{child_info.run_id}:")]
+    assert child_info.epoch == 0
+    BEFORE_CHILD.pop(p)
+
+
+async def test_a_worker_owned_parent_adopts_its_child_at_an_epoch_of_its_own(
+    store: Store,
+) -> None:
+    p = uid("adopts")
+    rt, epoch = await owned_parent(store, p)
+
+    async def nothing() -> None:
+        return None
+
+    BEFORE_CHILD[p] = nothing
+    outcome = await rt.resume(p, epoch=epoch)
+    assert outcome.status is Status.SUCCEEDED and outcome.result == "3 steps"
+    [child_info] = [r for r in await store.runs.list() if r.parent_run_id == p]
+    assert child_info.epoch == 1  # adopted: the child's appends were fenced at its epoch
+    records = decode_log(child_info.run_id, await store.log.read_all(child_info.run_id))
+    resumed = [r.run_resumed for r in records if r.HasField("run_resumed")]
+    assert [(r.owner, r.epoch) for r in resumed] == [("w1", 1)]
+    # The adoption is fenced by the parent's epoch: an older one is refused.
+    with pytest.raises(StaleEpoch):
+        await store.leases.adopt_child(child_info.run_id, "w0", p, epoch - 1)
+    BEFORE_CHILD.pop(p)
+
+
+twins = Registry("test.parent.twins", entry="both")
+
+
+@twins.node("both")
+async def both(ctx: Context, node: Node) -> NodeResult:
+    short = await ctx.run_child(child, {"n": 2, "gate": None}, key="short")
+    long = await ctx.run_child(child, {"n": 4, "gate": None}, key="long")
+    return NodeResult([short, long], is_result=True)
+
+
+async def test_two_children_of_one_node_with_different_keys_are_two_runs(store: Store) -> None:
+    p = uid("twins")
+    outcome = await Runtime(store).start(twins, None, run_id=p)
+    assert outcome.status is Status.SUCCEEDED
+    assert outcome.result == ["2 steps", "4 steps"]
+    node_id = outcome.graph.order[0]
+    short, long = child_run_id(p, node_id, "short"), child_run_id(p, node_id, "long")
+    assert {r.run_id for r in await store.runs.list() if r.parent_run_id == p} == {short, long}
+    for run_id, n in ((short, 2), (long, 4)):
+        records = decode_log(run_id, await store.log.read_all(run_id))
+        assert sum(r.HasField("node_completed") for r in records) == n

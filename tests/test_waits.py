@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,7 @@ from tests.agents import uid
 from tests.waits_agents import EXECUTIONS, RELEASE, SLOW_STARTED, approvals, sleeper
 from tether import (
     BadEventPayload,
+    RecordTooLarge,
     Runtime,
     Status,
     Store,
@@ -17,6 +19,7 @@ from tether import (
     UnknownWait,
     WaitCompleted,
 )
+from tether.blobs.local import LocalBlobStore
 from tether.ids import ROOT_ID, child_id
 from tether.records import decode_log
 from tether.worker import Worker
@@ -191,3 +194,51 @@ async def test_the_same_event_delivered_concurrently_by_two_replicas_is_recorded
     assert len(await store.log.read_all(run_id)) == before + 1
     outcome = await replicas[0].resume(run_id)
     assert outcome.result == [[0, "done"]]
+
+
+async def test_a_10_mb_payload_goes_to_the_blob_store_or_is_refused_by_size(
+    store: Store, tmp_path: Path
+) -> None:
+    big = {"approve": True, "reason": "x" * 10_000_000}
+    run_id = uid("big")
+    await Runtime(store).start(approvals, {"n": 1}, run_id=run_id)
+    before = await store.log.read_all(run_id)
+    with pytest.raises(RecordTooLarge, match="over the 65536-byte cap"):
+        await Runtime(store).signal(run_id, "approve-0", big)  # no blob store: refused
+    assert await store.log.read_all(run_id) == before
+    async with LocalBlobStore(tmp_path / "blobs") as blobs:
+        rt = Runtime(store, blobs=blobs)
+        delivered = await rt.signal(run_id, "approve-0", big)
+        assert delivered.seq is not None
+        event = decode_log(run_id, await store.log.read_all(run_id))[delivered.seq]
+        assert event.node_completed.output.blob.size > 10_000_000  # the record keeps a ref
+        assert len(event.SerializeToString()) < 1024
+        outcome = await rt.resume(run_id)
+    assert outcome.status is Status.SUCCEEDED and outcome.result == [[0, "done"]]
+
+
+async def test_a_timer_due_while_its_worker_drains_wakes_the_run_on_another_worker(
+    durable_store: Store,
+) -> None:
+    store = durable_store
+    run_id = uid("d")
+    RELEASE[run_id] = asyncio.Event()
+    # A run with a 0.5 s timeout and a slow sibling keeps executing on worker A past the
+    # deadline: A records the timeout itself unless it is draining, as it is here.
+    first = Runtime(store, owner="draining", grace=30)
+    worker = Worker(first, lease_ttl=5, poll=0.05)
+    await first.submit(approvals, {"n": 1, "timeout": 0.5, "slow": True}, run_id=run_id)
+    task = asyncio.create_task(worker.run())
+    await SLOW_STARTED.setdefault(run_id, asyncio.Event()).wait()
+    worker.stop()  # drain: no more launching, no timeout recorded; the slow node finishes
+    await asyncio.sleep(0.7)  # the deadline passes during the drain (not a synchronisation)
+    RELEASE[run_id].set()
+    await task
+    info = await store.runs.get(run_id)
+    assert info is not None and info.status is Status.PAUSED and info.reason == "drain"
+    await work_until_finished(store, run_id)  # worker B: claims the drained run
+    outcome = await Runtime(store).outcome(run_id)
+    assert outcome.status is Status.SUCCEEDED and outcome.result == [[0, "timed out"]]
+    resumed = [r.run_resumed.owner for r in decode_log(run_id, await store.log.read_all(run_id))
+               if r.HasField("run_resumed")]  # fmt: skip
+    assert resumed[-1] == "waker"

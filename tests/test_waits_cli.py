@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from tests.agents import uid
@@ -54,3 +55,17 @@ async def test_signal_from_the_command_line_answers_a_parked_run(tmp_path: Path)
         done = await Runtime(store).resume(run_id)
     assert done.status is Status.SUCCEEDED
     assert done.result == [[0, "done"], [1, "rejected"]]
+
+
+def test_demo_approve_parks_prints_the_signal_command_and_resumes_later(tmp_path: Path) -> None:
+    out = tether(tmp_path, "demo", "--approve", "--quiet", stdin=subprocess.DEVNULL).stdout
+    assert "status: waiting (waiting for approve-" in out
+    command = next(line for line in out.splitlines() if "answer with: tether signal" in line)
+    _, _, run_id, key, *_ = command.split("answer with: ")[1].split()
+    assert '"tool": "calc"' in out and '"expression": "0.3 * 40"' in out
+    # The process is gone (a run parked is a row): answer from another shell, then resume.
+    signalled = tether(tmp_path, "signal", run_id, key, "--data", '{"approve": true}').stdout
+    assert f"event for wait '{key}' recorded" in signalled
+    resumed = tether(tmp_path, "resume", run_id, "--quiet").stdout
+    assert "status: succeeded" in resumed
+    assert "Checkpointing 40 turns costs about 12.0 ms in total." in resumed

@@ -171,9 +171,11 @@ class LandThenFailRuns(RunTable):
         self.inner = inner
         self.creates = 0
 
-    async def create(self, info: RunInfo, first_record: bytes) -> None:
+    async def create(
+        self, info: RunInfo, first_record: bytes, *, lease_s: float | None = None
+    ) -> None:
         self.creates += 1
-        await self.inner.create(info, first_record)
+        await self.inner.create(info, first_record, lease_s=lease_s)
         if self.creates == 1:
             raise StoreUnavailable("the connection dropped before the commit was acknowledged")
 

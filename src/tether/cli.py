@@ -16,19 +16,20 @@ from typing import Any
 
 from rich.console import Console
 
-from tether import logs
+from tether import control, logs
 from tether.blobs import BlobStore
 from tether.blobs.factory import default_blob_url, open_blob_store
 from tether.core import Budget
-from tether.errors import TetherError
+from tether.errors import RunBusy, TetherError
 from tether.executor import Outcome
 from tether.graph import Graph
+from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.inspect import run_view, waits_view
 from tether.metering import metering
 from tether.records import Record, budget_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
-from tether.store import Status, Store, default_url, migrate_url, store_from_url
+from tether.store import RunInfo, Status, Store, default_url, migrate_url, store_from_url
 
 console = Console()
 
@@ -71,8 +72,14 @@ async def _with_store(url: str | None, fn: Callable[[Store], Awaitable[int]]) ->
 
 
 def _open_blobs(store: Store, args: argparse.Namespace) -> BlobStore:
-    """`--blobs`, else `TETHER_BLOB_URL`, else a directory beside the SQLite file."""
-    return open_blob_store(args.blobs or default_blob_url(store.url))
+    """`--blobs`, else `TETHER_BLOB_URL`, else a directory beside the SQLite file; sealed
+    when a key ring is configured (`TETHER_KEYS`)."""
+    blobs = open_blob_store(args.blobs or default_blob_url(store.url))
+    if args.keys is None:
+        return blobs
+    from tether.blobs.sealed import SealedBlobStore
+
+    return SealedBlobStore(blobs, args.keys)
 
 
 def _drain_on_signals(runtime: Runtime) -> None:
@@ -101,7 +108,10 @@ async def _execute(
     store: Store, args: argparse.Namespace, go: Callable[[Runtime], Awaitable[Outcome]]
 ) -> int:
     async with _open_blobs(store, args) as blobs:
-        return await _execute_with(Runtime(store, grace=args.grace, blobs=blobs), args, go)
+        runtime = Runtime(
+            store, grace=args.grace, blobs=blobs, keys=args.keys, lease_ttl=args.lease_ttl
+        )
+        return await _execute_with(runtime, args, go)
 
 
 async def _execute_with(
@@ -171,18 +181,39 @@ def print_waits(graph: Graph) -> None:
 async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
-    from tether.demo.agent import demo_models, research
+    from tether.demo.agent import demo_models, require_approval, research
 
     budget = parse_budget(args.budget) if args.budget else None
+    interactive = args.approve and sys.stdin.isatty()
+    if args.approve:
+        require_approval("calc")
+        args.quiet = args.quiet or interactive  # the prompt and a live display do not mix
+
+    async def go(rt: Runtime) -> Outcome:
+        outcome = await research.run(rt, args.question, budget=budget)
+        while interactive and outcome.status is Status.WAITING:
+            for wait in waits_view(outcome.graph):
+                await rt.signal(outcome.run_id, wait["key"], await _ask(wait))
+            outcome = await rt.resume(outcome.run_id)
+        return outcome
+
     async with demo_models(args.model) as model:
         console.print(f"[bold]tether demo[/]: a research agent on {model} (log: {store.url})")
-        return await _execute(
-            store, args, lambda rt: research.run(rt, args.question, budget=budget)
-        )
+        return await _execute(store, args, go)
+
+
+async def _ask(wait: dict[str, Any]) -> dict[str, Any]:
+    """Ask at the terminal whether a tool call may run."""
+    data = wait["data"] or {}
+    call = f"{data.get('tool')}({json.dumps(data.get('arguments'))})"
+    answer = await asyncio.to_thread(input, f"approve {call}? [y/n] ")
+    if answer.strip().lower().startswith("y"):
+        return {"approve": True}
+    return {"approve": False, "reason": "rejected at the terminal"}
 
 
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
-    graph = await Runtime(store).load(args.run_id)
+    graph = await Runtime(store, keys=args.keys).load(args.run_id)
     budget = parse_budget(args.budget, graph) if args.budget else None
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
@@ -191,8 +222,51 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
         from tether.demo.agent import demo_models
 
         models = demo_models(args.model)
-    async with models:
-        return await _execute(store, args, lambda rt: rt.resume(args.run_id, budget=budget))
+    if args.force:
+        info = await store.runs.get(args.run_id)
+        if info is not None and info.owner and not info.status.finished:
+            console.print(
+                f"taking run {args.run_id} over from {info.owner} at epoch {info.epoch + 1}: "
+                "its owner's next append is refused (fenced) and it stops"
+            )
+    announced = False
+
+    def waiting(busy: RunBusy) -> None:
+        nonlocal announced
+        if not announced:
+            console.print(f"waiting: {busy}")
+            announced = True
+
+    try:
+        async with models:
+            return await _execute(
+                store,
+                args,
+                lambda rt: control.resume(
+                    rt,
+                    args.run_id,
+                    budget=budget,
+                    wait=args.wait,
+                    force=args.force,
+                    on_wait=waiting,
+                ),
+            )
+    except RunBusy as busy:
+        console.print(
+            f"[red]error:[/] {busy}\n`tether resume --wait` waits for its lease to end; "
+            "`--force` takes the run over now (the owner is fenced off)",
+            soft_wrap=True,
+        )
+        return 2
+
+
+async def cmd_cancel(store: Store, args: argparse.Namespace) -> int:
+    runtime = Runtime(store, keys=args.keys, lease_ttl=args.lease_ttl)
+    status = await control.cancel(runtime, args.run_id, ttl=args.lease_ttl)
+    if not status.finished:  # its owner records the cancellation at its next renewal
+        status = await control.wait_finished(runtime, args.run_id, within=args.wait)
+    console.print(f"run {args.run_id}: {status.value}")
+    return 0 if status is Status.CANCELLED else 1
 
 
 def demo_model_server() -> contextlib.AbstractAsyncContextManager[Any]:
@@ -219,7 +293,7 @@ async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
     # The worker keeps blobs where `tether demo` and `tether serve` do: agents that attach
     # files or return large values need a blob store wherever they run.
     async with _open_blobs(store, args) as blobs:
-        runtime = Runtime(store, grace=args.grace, blobs=blobs)
+        runtime = Runtime(store, grace=args.grace, blobs=blobs, keys=args.keys)
         worker = Worker(
             runtime,
             concurrency=args.concurrency,
@@ -252,7 +326,9 @@ async def cmd_submit(store: Store, args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise SystemExit(f"bad --input: not JSON ({exc})") from None
     budget = parse_budget(args.budget) if args.budget else None
-    run_id = await Runtime(store).submit(args.agent, value, run_id=args.run_id, budget=budget)
+    run_id = await Runtime(store, keys=args.keys).submit(
+        args.agent, value, run_id=args.run_id, budget=budget
+    )
     print(run_id)
     return 0
 
@@ -260,8 +336,9 @@ async def cmd_submit(store: Store, args: argparse.Namespace) -> int:
 async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
     status = Status(args.status) if args.status else None
     rows = await store.runs.list(status=status, limit=args.limit)
+    now = await store.runs.clock()  # leases are timed by the store's clock
     if args.json:
-        print(json.dumps([_run_row(r) for r in rows], indent=2))
+        print(json.dumps([_run_row(r, now) for r in rows], indent=2))
         return 0
     from rich.table import Column, Table
 
@@ -269,9 +346,10 @@ async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
     # Run ids are what users copy into `tether resume`/`show`: never truncate them.
     table.columns.insert(0, Column("run id", overflow="fold", min_width=20))
     for r in rows:
-        lease = "-" if r.lease_until is None else _lease_state(r.lease_until - time.time())
+        left = r.lease_left(now)
+        lease = "-" if left is None else _lease_state(left)
         table.add_row(
-            r.run_id, r.agent, r.status.value, r.reason or "", r.owner or "-", str(r.epoch), lease
+            r.run_id, r.agent, r.state(now), r.reason or "", r.owner or "-", str(r.epoch), lease
         )
     console.print(table)
     return 0
@@ -281,11 +359,13 @@ def _lease_state(left: float) -> str:
     return f"{left:.1f}s left" if left >= 0 else f"expired {-left:.1f}s ago"
 
 
-def _run_row(r: Any) -> dict[str, Any]:
+def _run_row(r: RunInfo, now: float) -> dict[str, Any]:
     return {
         "run_id": r.run_id,
         "agent": r.agent,
         "status": r.status.value,
+        "state": r.state(now),
+        "lease_left": r.lease_left(now),
         "reason": r.reason,
         "parent_run_id": r.parent_run_id,
         "created_at": r.created_at,
@@ -302,7 +382,7 @@ async def cmd_signal(store: Store, args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise SystemExit(f"bad --data: not JSON ({exc})") from None
     async with _open_blobs(store, args) as blobs:
-        runtime = Runtime(store, blobs=blobs)
+        runtime = Runtime(store, blobs=blobs, keys=args.keys)
         done = await runtime.signal(
             args.run_id, args.key, payload, event_id=args.event_id, wait_s=args.wait
         )
@@ -356,9 +436,14 @@ async def cmd_runs_delete(store: Store, args: argparse.Namespace) -> int:
 
 
 async def cmd_show(store: Store, args: argparse.Namespace) -> int:
-    graph = await Runtime(store).load(args.run_id)
+    graph = await Runtime(store, keys=args.keys).load(args.run_id)
+    info = await store.runs.get(args.run_id)
+    now = await store.runs.clock()
     if args.json:
-        print(json.dumps(run_view(graph, outputs=args.outputs), indent=2))
+        view = run_view(graph, outputs=args.outputs)
+        if info is not None:
+            view.update(_ownership(info, now))
+        print(json.dumps(view, indent=2))
         return 0
     from tether.display import budget_line, graph_tree
 
@@ -366,9 +451,18 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     console.print(budget_line(graph))
     if graph.reason:
         console.print(f"reason: {graph.reason}")
+    if info is not None and info.owner and not info.status.finished:
+        left = info.lease_left(now)
+        lease = "" if left is None else f", lease {_lease_state(left)}"
+        console.print(f"{info.state(now)}: owner {info.owner}, epoch {info.epoch}{lease}")
     if graph.open_waits:
         print_waits(graph)
     return 0
+
+
+def _ownership(info: RunInfo, now: float) -> dict[str, Any]:
+    """Whether a run's owner is live, as views show it (`owner`, `epoch`: the run view's)."""
+    return {"state": info.state(now), "lease_left": info.lease_left(now)}
 
 
 async def cmd_blobs_gc(store: Store, args: argparse.Namespace) -> int:
@@ -424,7 +518,7 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
     for name in agents:  # import them now: a bad name fails here, and adopted runs find theirs
         resolve_agent(name)
     async with _open_blobs(store, args) as blobs:
-        runtime = Runtime(store, grace=args.grace, blobs=blobs)
+        runtime = Runtime(store, grace=args.grace, blobs=blobs, keys=args.keys)
         # Either way the server only queues runs; embedded, a worker in this process claims
         # them (and takes up runs a previous server left behind, once their leases run out).
         mode = args.workers or ("embedded" if store.url.startswith("sqlite:") else "external")
@@ -473,6 +567,45 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
                 connections=connections,
             )
     print("tether serve: stopped", flush=True)
+    return 0
+
+
+def cmd_keys_generate(args: argparse.Namespace) -> int:
+    from tether.crypto.keyring import KeyRing
+
+    ring = args.keys
+    if ring is None:
+        ring = KeyRing.new(args.id or "k1")
+    else:
+        ring = ring.with_new_key(args.id or f"k{len(ring.keys) + 1}")
+    print(ring.dump())
+    return 0
+
+
+async def cmd_keys_rotate(store: Store, args: argparse.Namespace) -> int:
+    from tether.blobs.sealed import SealedBlobStore
+    from tether.errors import KeyRingError
+
+    if args.keys is None:
+        raise KeyRingError("tether keys rotate: no key ring configured (TETHER_KEYS)")
+    resealed = kept = 0
+    async with _open_blobs(store, args) as blobs:
+        assert isinstance(blobs, SealedBlobStore)
+        if args.blobs_too:
+            async for info in blobs.list():
+                if await blobs.reseal(info.sha256):
+                    resealed += 1
+                else:
+                    kept += 1
+    console.print(
+        f"current key {args.keys.current!r}: "
+        + (
+            f"resealed {resealed} blobs, {kept} were current already"
+            if args.blobs_too
+            else "new data is sealed under it; old keys still open old data "
+            "(--reseal-blobs re-seals blobs)"
+        )
+    )
     return 0
 
 
@@ -591,13 +724,42 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--question", default="How do agents survive a rolling deploy?")
     demo.add_argument("--stop-after", type=int, help="SIGKILL the process after N recorded nodes")
     demo.add_argument("--budget", help="limits, e.g. nodes=8,tokens=5000")
+    demo.add_argument(
+        "--approve",
+        action="store_true",
+        help="the calc tool asks for approval: a y/n prompt, or (not at a terminal) the "
+        "run parks and prints the `tether signal` command that answers it",
+    )
     demo.set_defaults(fn=cmd_demo)
 
     resume = sub.add_parser("resume", help="continue a paused or interrupted run")
     resume.add_argument("run_id")
     resume.add_argument("--budget", help="new limits; +N adds, e.g. tokens=+50000")
     resume.add_argument("--stop-after", type=int, help="SIGKILL the process after N recorded nodes")
+    taking = resume.add_mutually_exclusive_group()
+    taking.add_argument(
+        "--wait", action="store_true", help="if another process owns the run, wait for its lease"
+    )
+    taking.add_argument(
+        "--force",
+        action="store_true",
+        help="take the run over now, even from a live owner (fenced: its next append fails)",
+    )
     resume.set_defaults(fn=cmd_resume)
+    cancel = sub.add_parser("cancel", help="stop a run for good (its owner records it)")
+    cancel.add_argument("run_id")
+    cancel.add_argument(
+        "--wait", type=float, default=30.0, help="seconds to wait for the owner to stop it (30)"
+    )
+    cancel.set_defaults(fn=cmd_cancel)
+    for p in (demo, resume, cancel):
+        p.add_argument(
+            "--lease-ttl",
+            type=float,
+            default=DEFAULT_LEASE_TTL,
+            help="seconds this process's lease on a run lasts unless renewed "
+            f"({DEFAULT_LEASE_TTL:g}); a crashed run is taken over after it",
+        )
     for p in (demo, resume):
         p.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
         p.add_argument(
@@ -728,6 +890,21 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_limits(srv)
     srv.set_defaults(fn=cmd_serve)
 
+    keys = sub.add_parser("keys", help="encryption at rest: key rings ($TETHER_KEYS)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    generate = keys_sub.add_parser(
+        "generate", help="print a new key ring, or $TETHER_KEYS plus a new current key"
+    )
+    generate.add_argument("--id", help="the new key's id (default: k1, k2, ...)")
+    generate.set_defaults(fn=None)
+    rotate = keys_sub.add_parser(
+        "rotate", help="re-seal stored blobs under the current key (logs are never rewritten)"
+    )
+    rotate.add_argument(
+        "--reseal-blobs", dest="blobs_too", action="store_true", help="re-seal every blob now"
+    )
+    rotate.set_defaults(fn=cmd_keys_rotate)
+
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)
     migrate = db_sub.add_parser("migrate", help="apply pending migrations")
@@ -739,6 +916,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run one `tether` command; return its exit code."""
     args = build_parser().parse_args(argv)
     try:
+        from tether.crypto.keyring import load_ring
+
+        args.keys = load_ring()  # read once; a malformed ring stops every command here
+        if args.command == "keys" and args.keys_command == "generate":
+            return cmd_keys_generate(args)
         if args.command == "db":  # migrating must not go through open(), which migrates
             return asyncio.run(cmd_migrate(args))
         return asyncio.run(_with_store(args.db, lambda store: args.fn(store, args)))

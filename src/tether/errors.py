@@ -47,6 +47,24 @@ class UnknownRun(TetherError):
         self.run_id = run_id
 
 
+class RunBusy(TetherError):
+    """The run has a live owner (a lease that has not run out), so it cannot be taken now."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        owner: str | None = None,
+        lease_left: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.owner = owner
+        # Seconds left on the owner's lease by the store's clock (None: not leased).
+        self.lease_left = lease_left
+
+
 class RunExists(TetherError):
     """A run with this id already exists."""
 
@@ -212,3 +230,7 @@ class RunHeldElsewhere(TetherError):
             f"{waited_s:g}s; nothing was recorded, deliver the event again later"
         )
         self.run_id = run_id
+
+
+class KeyRingError(TetherError):
+    """The encryption key ring is missing, malformed, or lacks a key that sealed data."""

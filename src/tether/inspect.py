@@ -31,6 +31,8 @@ def _inline(value: Value) -> Any:
         return {
             "$blob": {"url": b.url, "size": b.size, "sha256": b.sha256, "media_type": b.media_type}
         }
+    if kind == "sealed":  # encrypted at rest: views never hold the keys
+        return {"$sealed": {"key_id": value.sealed.key_id}}
     return None
 
 

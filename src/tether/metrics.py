@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from tether.errors import TetherError
+from tether.status import Status
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from tether._proto.tether.v1 import records_pb2 as pb
-    from tether.status import Status
+    from tether.records import Body
 
 log = logging.getLogger("tether.metrics")
 
@@ -119,20 +120,24 @@ class Metrics:
 
     def on_record(self, run_id: str, seq: int, record: pb.Record) -> None:
         """A runtime listener: counts runs and nodes from the records as they are published."""
-        body = record.WhichOneof("body")
-        if body == "node_completed":
-            node = record.node_completed
-            if node.finished_at_us >= node.started_at_us > 0:
-                took = (node.finished_at_us - node.started_at_us) / 1e6
-                self.node_seconds.labels(node.kind).observe(took)
-        elif body == "node_failed":
-            self.nodes_failed.labels(record.node_failed.kind).inc()
-        elif body == "run_started":
-            self.runs_started.inc()
-        elif body == "run_finished":
-            from tether.status import Status
-
-            self.runs_finished.labels(Status.from_pb(record.run_finished.status).value).inc()
+        body: Body | None = record.WhichOneof("body")  # foundation: records is a type only
+        match body:
+            case "node_completed":
+                node = record.node_completed
+                if node.finished_at_us >= node.started_at_us > 0:
+                    took = (node.finished_at_us - node.started_at_us) / 1e6
+                    self.node_seconds.labels(node.kind).observe(took)
+            case "node_failed":
+                self.nodes_failed.labels(record.node_failed.kind).inc()
+            case "run_started":
+                self.runs_started.inc()
+            case "run_finished":
+                status = Status.from_pb(record.run_finished.status)
+                self.runs_finished.labels(status.value).inc()
+            case "run_paused" | "run_resumed" | "run_waiting" | "step_recorded" | None:
+                pass
+            case never:
+                assert_never(never)
 
     def appended(self, kind: str, records: int, seconds: float) -> None:
         self.append_seconds.labels(kind).observe(seconds)

@@ -34,6 +34,7 @@ BudgetLimits = pb.BudgetLimits
 BudgetUsed = pb.BudgetUsed
 LogChunk = pb.LogChunk
 BlobRefPb = pb.BlobRef
+Sealed = pb.Sealed
 
 # The names of Record's `body` oneof. A reader matches on them exhaustively, ending with
 # `case _: assert_never(body)`, so a body added here is a type error in every reader that
@@ -54,6 +55,11 @@ def body_of(record: pb.Record) -> Body | None:
     """The name of the record's body; None when a newer schema wrote one unknown here."""
     body: Body | None = record.WhichOneof("body")
     return body
+
+
+def label_of(record: pb.Record) -> str:
+    """The body's name as a label for logs and metrics, never to dispatch on."""
+    return body_of(record) or "unknown"
 
 
 # -- building records: every record written to a log is made by one of these --------------

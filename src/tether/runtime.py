@@ -9,7 +9,9 @@ import socket
 from typing import Any
 
 from tether.blobs import BlobStore
+from tether.blobs.sealed import SealedBlobStore
 from tether.core import Budget, Usage
+from tether.crypto.keyring import KeyRing
 from tether.delivery import Delivered, deliver
 from tether.errors import (
     ChildFailed,
@@ -17,13 +19,16 @@ from tether.errors import (
     ConflictingRecord,
     CorruptRecord,
     RecordTooLarge,
+    RunBusy,
     RunExists,
     RunNotResumable,
+    TetherError,
     UnknownRun,
 )
 from tether.events import EventBus
 from tether.executor import Outcome, RunExecutor
 from tether.graph import Graph, GraphError
+from tether.heartbeat import DEFAULT_LEASE_TTL, Heartbeat
 from tether.ids import ROOT_ID, child_run_id, new_run_id
 from tether.records import (
     decode_log,
@@ -34,7 +39,7 @@ from tether.records import (
     run_started,
 )
 from tether.registry import Registry, resolve_agent
-from tether.store.base import RunInfo, Status, Store
+from tether.store.base import Claim, RunInfo, Status, Store
 from tether.values import DEFAULT_OFFLOAD_THRESHOLD, ValueCodec
 from tether.writer import RecordWriter
 
@@ -60,8 +65,14 @@ class Runtime:
         owner: str | None = None,
         blobs: BlobStore | None = None,
         offload_threshold: int = DEFAULT_OFFLOAD_THRESHOLD,
+        keys: KeyRing | None = None,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
         self.store = store
+        # With a key ring, every Value's JSON and every blob is sealed before it is written.
+        self.keys = keys
+        if keys is not None and blobs is not None and not isinstance(blobs, SealedBlobStore):
+            blobs = SealedBlobStore(blobs, keys)
         self.blobs = blobs
         self.offload_threshold = offload_threshold
         self.concurrency = concurrency
@@ -75,6 +86,13 @@ class Runtime:
         self.hurry = asyncio.Event()
         # The runs executing in this process (sub-agent runs included), by run id.
         self.executing: dict[str, RunExecutor] = {}
+        # Runs started or resumed here are owned under a lease, as a worker's claims are.
+        self.heartbeat = Heartbeat(store.leases, self.owner, lease_ttl, self.request_cancel)
+
+    @property
+    def lease_ttl(self) -> float:
+        """Seconds the lease of a run executing in-process lasts without renewal."""
+        return self.heartbeat.ttl
 
     @property
     def store_retry_s(self) -> float:
@@ -86,7 +104,7 @@ class Runtime:
         self.writer.retry_s = seconds
 
     def new_codec(self) -> ValueCodec:
-        return ValueCodec(self.blobs, threshold=self.offload_threshold)
+        return ValueCodec(self.blobs, threshold=self.offload_threshold, keys=self.keys)
 
     def check_record_size(self, run_id: str, node_id: str, data: bytes) -> None:
         """RecordTooLarge if an encoded record is over `record_cap`."""
@@ -173,7 +191,11 @@ class Runtime:
         status: Status = Status.QUEUED,
         parent: tuple[str, str] | None = None,
     ) -> Graph:
-        """Record a new run (RunStarted at seq 0) without executing it."""
+        """Record a new run (RunStarted at seq 0) without executing it.
+
+        A top-level run created RUNNING is this runtime's from its first record, at epoch 1
+        under a lease (`start` keeps it alive).
+        """
         registry = agent if isinstance(agent, Registry) else resolve_agent(agent)
         if registry.entry is None:
             raise ValueError(f"agent {registry.name!r} has no handlers")
@@ -190,14 +212,17 @@ class Runtime:
             limits=limits_of(budget),
             parent=parent,
         )
+        owned = status is Status.RUNNING
+        leased = owned and parent is None
         info = RunInfo(
             run_id=run_id,
             agent=name,
             status=status,
             parent_run_id=parent[0] if parent else None,
-            owner=self.owner if status is Status.RUNNING else None,
+            owner=self.owner if owned else None,
+            epoch=1 if leased else 0,
         )
-        return await self.writer.create(info, record)
+        return await self.writer.create(info, record, lease_s=self.lease_ttl if leased else None)
 
     async def load(self, run_id: str) -> Graph:
         """Rehydrate a run: read its log in seq order, decode, apply."""
@@ -225,20 +250,71 @@ class Runtime:
         budget: Budget | None = None,
         config: dict[str, Any] | None = None,
     ) -> Outcome:
-        """Start a run and execute it until it finishes, fails or pauses."""
+        """Start a run and execute it until it finishes, fails or pauses.
+
+        The run is owned here under a lease, renewed while it executes: if this process
+        dies, a worker (or `tether resume`) takes the run over once the lease runs out.
+        """
         graph = await self.create(
             agent, input, run_id=run_id, budget=budget, config=config, status=Status.RUNNING
         )
-        return await self.execute(graph)
+        async with self.heartbeat.holding(Claim(graph.run_id, 1)):
+            return await self.execute(graph, epoch=1)
 
     async def resume(
-        self, run_id: str, *, budget: Budget | None = None, epoch: int | None = None
+        self,
+        run_id: str,
+        *,
+        budget: Budget | None = None,
+        epoch: int | None = None,
+        force: bool = False,
     ) -> Outcome:
-        """Rehydrate a run from its log and continue it (with new limits, if given)."""
+        """Rehydrate a run from its log and continue it (with new limits, if given).
+
+        The run is taken under a lease first: RunBusy (naming the owner and the seconds left
+        on its lease) if someone holds it, unless `force`, which takes it over at a new
+        epoch and so fences the old owner. With `epoch`, the caller holds it already.
+        """
+        if epoch is not None:
+            return await self._resume_held(run_id, budget, epoch)
+        claim = await self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force)
+        if claim is None:
+            raise await self.not_taken(run_id, "resume")
+        async with self.heartbeat.holding(claim):
+            if claim.cancel:  # asked to cancel while nobody held it: record that instead
+                return await self.cancel(run_id, epoch=claim.epoch)
+            return await self._resume_held(run_id, budget, claim.epoch)
+
+    async def _resume_held(self, run_id: str, budget: Budget | None, epoch: int) -> Outcome:
         graph = await self.load(run_id)
         if graph.finished is not None:
+            # Its row may still say otherwise (a log written before finishes were atomic).
+            await self.store.leases.release(run_id, epoch, graph.status, graph.reason or None)
             raise RunNotResumable(f"run {run_id} has finished ({graph.status}); nothing to resume")
         return await self.continue_graph(graph, budget=budget, epoch=epoch)
+
+    async def not_taken(self, run_id: str, what: str) -> TetherError:
+        """Why a run could not be taken: UnknownRun, RunNotResumable or RunBusy."""
+        info = await self.store.runs.get(run_id)
+        if info is None:
+            return UnknownRun(run_id)
+        if info.status.finished:
+            return RunNotResumable(f"run {run_id} has finished ({info.status}); cannot {what}")
+        if info.parent_run_id is not None:
+            return RunNotResumable(
+                f"run {run_id} is a sub-agent run of {info.parent_run_id}; {what} its parent"
+            )
+        left = None
+        if info.lease_until is not None:
+            left = info.lease_until - await self.store.runs.clock()
+        held = f" by {info.owner}" if info.owner else ""
+        lease = "" if left is None else f", lease {max(left, 0.0):.1f}s left"
+        return RunBusy(
+            f"run {run_id} is {info.status.value}{held}{lease}; nothing to {what} now",
+            run_id=run_id,
+            owner=info.owner,
+            lease_left=left,
+        )
 
     async def continue_graph(
         self, graph: Graph, *, budget: Budget | None = None, epoch: int | None = None

@@ -6,7 +6,13 @@ import json
 from typing import Any
 
 from tether.blobs import BlobError, BlobRef, BlobStore
-from tether.records import BlobRefPb, Value, dump_json
+from tether.crypto.keyring import KeyRing
+from tether.crypto.seal import open_sealed, seal
+from tether.errors import KeyRingError
+from tether.records import BlobRefPb, Sealed, Value, dump_json
+
+# What a sealed Value's ciphertext is bound to (AES-GCM associated data).
+_VALUE_AAD = b"tether value v1"
 
 # Values whose JSON is larger than this go to the blob store; the record keeps the ref.
 DEFAULT_OFFLOAD_THRESHOLD = 4 * 1024
@@ -31,16 +37,25 @@ class ValueCodec:
     """
 
     def __init__(
-        self, blobs: BlobStore | None = None, *, threshold: int = DEFAULT_OFFLOAD_THRESHOLD
+        self,
+        blobs: BlobStore | None = None,
+        *,
+        threshold: int = DEFAULT_OFFLOAD_THRESHOLD,
+        keys: KeyRing | None = None,
     ) -> None:
         self.blobs = blobs
         self.threshold = threshold
+        # With a ring, inline JSON is sealed (and `blobs` is expected to seal too).
+        self.keys = keys
         self._cache: dict[str, Any] = {}
 
     async def encode(self, obj: Any) -> Value:
         data = dump_json(obj)
         # Without a blob store a large value stays inline and the record cap reports it.
         if self.blobs is None or len(data) <= self.threshold:
+            if self.keys is not None:
+                key_id, nonce, ciphertext = seal(self.keys, data, _VALUE_AAD)
+                return Value(sealed=Sealed(key_id=key_id, nonce=nonce, ciphertext=ciphertext))
             return Value(json=data)
         ref = await self.blobs.put(data, JSON_MEDIA_TYPE)
         return Value(blob=pb_of(ref))
@@ -51,6 +66,16 @@ class ValueCodec:
             return json.loads(value.json)
         if kind is None:
             return None
+        if kind == "sealed":
+            sealed = value.sealed
+            if self.keys is None:
+                raise KeyRingError(
+                    f"value sealed under key id {sealed.key_id!r}, but no key ring is "
+                    "configured: set TETHER_KEYS to the ring the run was written with"
+                )
+            return json.loads(
+                open_sealed(self.keys, sealed.key_id, sealed.nonce, sealed.ciphertext, _VALUE_AAD)
+            )
         if kind == "blob":
             ref = ref_of(value.blob)
             if self.blobs is None:

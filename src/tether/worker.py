@@ -17,13 +17,13 @@ from typing import Any
 
 from tether import faults, metrics
 from tether.errors import StaleEpoch, StoreError, StoreUnavailable
+from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.ops.retention import retention_pass
 from tether.runtime import Runtime
 from tether.store.base import Claim, Status
 
 log = logging.getLogger("tether.worker")
 
-DEFAULT_LEASE_TTL = 5.0
 # How often an idle worker looks for expired leases (nothing NOTIFYs when a lease runs out).
 DEFAULT_POLL = 1.0
 # How often a worker with `retain` set tries a retention pass.

@@ -14,12 +14,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import assert_never
 
 from tether import clock, faults, metrics
 from tether.errors import RunExists, StoreError, StoreUnavailable
 from tether.events import EventBus
 from tether.graph import Graph
-from tether.records import Record, body_of, encode, waiting_reason
+from tether.records import Record, body_of, encode, label_of, waiting_reason
 from tether.status import Status
 from tether.store.base import RunInfo, Store
 
@@ -39,7 +40,7 @@ class RecordWriter:
         # How long to keep retrying an append while the store is unavailable.
         self.retry_s = retry_s
 
-    async def create(self, info: RunInfo, record: Record) -> Graph:
+    async def create(self, info: RunInfo, record: Record, *, lease_s: float | None = None) -> Graph:
         """Record a new run: its row and its RunStarted at seq 0 in one transaction.
 
         Returns the run's graph with that record applied. RunExists if the id is taken
@@ -52,7 +53,7 @@ class RecordWriter:
 
         async def again() -> None:
             try:
-                await self.store.runs.create(info, data)
+                await self.store.runs.create(info, data, lease_s=lease_s)
             except RunExists:
                 # The attempt that failed may have committed before the store went away.
                 if await self._seq0(info.run_id) != data:
@@ -60,7 +61,7 @@ class RecordWriter:
 
         started = time.perf_counter()
         try:
-            await self.store.runs.create(info, data)
+            await self.store.runs.create(info, data, lease_s=lease_s)
         except StoreUnavailable as exc:
             await self._retrying(info.run_id, "create", exc, give_up, again)
         if (m := metrics.active) is not None:
@@ -81,9 +82,7 @@ class RecordWriter:
         """
         graph.check(record)
         seq = graph.next_seq
-        await self.append(
-            graph.run_id, [(seq, encode(record))], epoch=epoch, kind=body_of(record) or "unknown"
-        )
+        await self.append(graph.run_id, [(seq, encode(record))], epoch=epoch, kind=label_of(record))
         graph.apply(record, checked=True)
         self.events.record(graph.run_id, seq, record)
         return seq
@@ -96,7 +95,7 @@ class RecordWriter:
         ready. The executor's hot path: one statement per batch of completed nodes."""
         base = graph.next_seq
         entries = [(base + i, data) for i, (_, data) in enumerate(batch)]
-        kind = (body_of(batch[0][0]) or "unknown") if batch else "none"
+        kind = label_of(batch[0][0]) if batch else "none"
         await self.append(graph.run_id, entries, epoch=epoch, kind=kind)
         ready: list[str] = []
         run_id, publish = graph.run_id, self.events.record
@@ -213,10 +212,21 @@ class RecordWriter:
 
 def ending_of(record: Record) -> tuple[Status, str | None]:
     """The status and reason a run's last record gives its row."""
-    if record.HasField("run_paused"):
-        return Status.PAUSED, record.run_paused.reason or None
-    if record.HasField("run_waiting"):
-        return Status.WAITING, waiting_reason(record.run_waiting)
-    if record.HasField("run_finished"):
-        return Status.from_pb(record.run_finished.status), record.run_finished.error or None
-    raise ValueError(f"a {record.WhichOneof('body')} record does not end a run")
+    match body := body_of(record):
+        case "run_paused":
+            return Status.PAUSED, record.run_paused.reason or None
+        case "run_waiting":
+            return Status.WAITING, waiting_reason(record.run_waiting)
+        case "run_finished":
+            return Status.from_pb(record.run_finished.status), record.run_finished.error or None
+        case (
+            "run_started"
+            | "node_completed"
+            | "node_failed"
+            | "run_resumed"
+            | "step_recorded"
+            | None
+        ):
+            raise ValueError(f"a {body} record does not end a run")
+        case never:
+            assert_never(never)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import httpx
@@ -13,6 +14,7 @@ from tests.server.kit import CHAIN, FILES, TOKEN, running
 from tether.blobs.local import LocalBlobStore
 from tether.client import ApiError, TetherClient
 from tether.server import StreamSettings
+from tether.server.session import Sessions, run_scope
 from tether.store.base import Store
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -224,9 +226,17 @@ async def test_a_stream_ends_after_its_time_limit_with_a_retry_hint(sqlite_store
         run_id = (await client.start(CHAIN, SLOW))["run_id"]
         r = await http.get(f"/v1/runs/{run_id}/events")  # returns once the server ends it
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-        assert r.text.rstrip().endswith(f'event: reconnect\ndata: {{"run_id":"{run_id}","after":'
-                                        + r.text.rstrip().rsplit('"after":', 1)[1])  # fmt: skip
-        assert "retry: 250" in r.text.rsplit("id: ", 1)[1]
+        messages = r.text.rstrip().split("\n\n")
+        sent = [int(line[4:]) for m in messages for line in m.split("\n") if line[:4] == "id: "]
+        assert sent, "the run recorded nothing within the stream's half second"
+        # The last message tells the client to reconnect after the last record it was sent.
+        assert messages[-1] == "\n".join(
+            [
+                "retry: 250",
+                "event: reconnect",
+                f'data: {{"run_id":"{run_id}","after":{sent[-1]}}}',
+            ]
+        )
         assert (await client.get(run_id))["status"] == "running"
         await client.cancel(run_id)
 
@@ -271,3 +281,64 @@ async def test_the_page_trades_a_token_for_a_session_cookie(sqlite_store: Store)
         assert page.status_code == 200 and f'data-run-id="{run_id}"' in page.text
         assert "EventSource" in page.text
         assert (await http.get(f"/runs/{run_id}", params={"token": "nope"})).status_code == 401
+
+
+def sse_ids(text: str) -> list[int]:
+    return [int(line[4:]) for line in text.splitlines() if line.startswith("id: ")]
+
+
+async def test_last_event_id_resumes_with_the_very_next_record(sqlite_store: Store) -> None:
+    # Raw HTTP: the client and the page both drop duplicates, which would hide a server
+    # that resumed at the record the client already had.
+    async with (
+        running(sqlite_store) as (url, _),
+        TetherClient(url, TOKEN) as client,
+        httpx.AsyncClient(base_url=url, headers=AUTH) as http,
+    ):
+        run_id = (await client.start(CHAIN, chain_input(3, 1, 0)))["run_id"]
+        await wait_status(client, run_id, "succeeded")
+        everything = sse_ids((await http.get(f"/v1/runs/{run_id}/events")).text)
+        last = everything[-1]
+        assert everything == list(range(last + 1))
+        for k in range(last):
+            r = await http.get(f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": str(k)})
+            assert sse_ids(r.text) == list(range(k + 1, last + 1)), k
+        # Last-Event-ID (a reconnect) wins over the ?after= the stream was first opened with.
+        r = await http.get(
+            f"/v1/runs/{run_id}/events", params={"after": 0}, headers={"Last-Event-ID": "3"}
+        )
+        assert sse_ids(r.text)[0] == 4
+
+
+async def test_the_page_checks_its_cookie_value_not_only_its_name(sqlite_store: Store) -> None:
+    async with (
+        running(sqlite_store) as (url, _),
+        TetherClient(url, TOKEN) as client,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        run_id = (await client.start(CHAIN, chain_input(1, 1, 0)))["run_id"]
+        other = (await client.start(CHAIN, chain_input(1, 1, 0)))["run_id"]
+        await wait_status(client, run_id, "succeeded")
+        r = await http.get(f"/runs/{run_id}", params={"token": TOKEN})
+        name, _, good = r.headers["set-cookie"].split(";")[0].partition("=")
+        assert name == "tether_page"
+        version, scope, expires, mac = good.split(".")
+        forged_mac = mac[:-1] + ("A" if mac[-1] != "A" else "B")
+        session = Sessions.for_token(TOKEN)
+        wrong = {
+            "garbage": "nonsense",
+            "the API token itself": TOKEN,
+            "a forged mac": ".".join([version, scope, expires, forged_mac]),
+            "a later expiry": ".".join([version, scope, str(int(expires) + 60), mac]),
+            "another run's session": session.mint(run_scope(other)),
+            "an expired session": session.mint(run_scope(run_id), now=time.time() - 7200),
+            "a session minted with another token": Sessions.for_token("not-the-token").mint(
+                run_scope(run_id)
+            ),
+        }
+        for path in (f"/runs/{run_id}", f"/runs/{run_id}/events"):
+            ok = await http.get(path, headers={"Cookie": f"tether_page={good}"})
+            assert ok.status_code in (200, 204), path
+            for what, value in wrong.items():
+                r = await http.get(path, headers={"Cookie": f"tether_page={value}"})
+                assert r.status_code == 401, (path, what)

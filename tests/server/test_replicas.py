@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 from tests.server.agents import chain_input, chain_nodes
@@ -16,28 +15,22 @@ async def test_a_replica_that_does_not_run_the_run_streams_it_woken_by_notify(
 ) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    # B polls only every 30 s: the run below is over long before, so every record B
-    # sends in time came through LISTEN/NOTIFY.
+    # B polls only once an hour: every record it sends came through LISTEN/NOTIFY (were
+    # NOTIFY lost, the stream would stall and the timeout below fail the test).
     a = start_server(tmp_path / "a", pg_database, "--workers", "embedded")  # A executes
-    b = start_server(tmp_path / "b", pg_database, "--poll", "30")
+    b = start_server(tmp_path / "b", pg_database, "--poll", "3600")
     try:
         async with TetherClient(a.url, TOKEN) as on_a, TetherClient(b.url, TOKEN) as on_b:
             n, width = 8, 2
             run_id = (await on_a.start(CHAIN, chain_input(n, width, 0.2)))["run_id"]
             records: list[RunEvent] = []
-            lags: list[float] = []
-            started = time.monotonic()
-            async with asyncio.timeout(25):
+            async with asyncio.timeout(120):  # a bound on the wait, not a measurement
                 async for event in on_b.events(run_id):
                     records.append(event)
-                    lags.append(time.time() - event.data["at_us"] / 1e6)
-            assert time.monotonic() - started < 25
             assert [r.seq for r in records] == list(range(len(records)))
             assert records[-1].data["status"] == "succeeded"
             completed = [r for r in records if r.data["body"] == "node_completed"]
             assert len(completed) == chain_nodes(n, width)
-            # Records written while B was tailing reached it well inside its poll period.
-            assert sorted(lags)[len(lags) // 2] < 1.0, lags
             assert (await on_b.get(run_id))["status"] == "succeeded"
             # Either replica lists it.
             assert run_id in [r["run_id"] for r in (await on_b.list())["runs"]]

@@ -238,6 +238,13 @@ class BlobStore(ABC):
     @abstractmethod
     async def _put_bytes(self, sha256: str, data: bytes) -> None: ...
 
+    async def _overwrite(self, sha256: str, data: bytes) -> None:
+        """Replace a stored blob's bytes atomically (re-sealing under a new key).
+
+        Object stores overwrite on put; a store that skips existing blobs overrides this.
+        """
+        await self._put_bytes(sha256, data)
+
     async def _touch(self, sha256: str) -> bool:
         """Mark an already stored blob as just put; False if it is gone.
 

@@ -78,14 +78,18 @@ class LocalBlobStore(BlobStore):
         with self._writing(f"blob {sha256}"):
             await asyncio.to_thread(self._write_whole, sha256, data)
 
-    def _write_whole(self, sha256: str, data: bytes) -> None:
+    async def _overwrite(self, sha256: str, data: bytes) -> None:
+        with self._writing(f"blob {sha256}"):
+            await asyncio.to_thread(self._write_whole, sha256, data, True)
+
+    def _write_whole(self, sha256: str, data: bytes, replace: bool = False) -> None:
         tmp, f = self._open_tmp()
         try:
             with f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            self._publish(tmp, sha256, len(data))
+            self._publish(tmp, sha256, len(data), replace)
         finally:
             tmp.unlink(missing_ok=True)
 
@@ -125,11 +129,12 @@ class LocalBlobStore(BlobStore):
         tmp = self._tmp / f"{uuid.uuid4().hex}.part"
         return tmp, tmp.open("xb")
 
-    def _publish(self, tmp: Path, sha256: str, size: int) -> None:
-        """Rename a synced temp file onto the blob's name, unless the blob is already there."""
+    def _publish(self, tmp: Path, sha256: str, size: int, replace: bool = False) -> None:
+        """Rename a synced temp file onto the blob's name, unless the blob is already there
+        (or `replace`: a re-sealed blob takes the place of its old form atomically)."""
         final = self.path_for(sha256)
         # A stored copy of the wrong size is damaged and gets replaced.
-        if _file_size(final) == size and _touch(final):
+        if not replace and _file_size(final) == size and _touch(final):
             return
         parent = final.parent
         if not parent.is_dir():

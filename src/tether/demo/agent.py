@@ -7,6 +7,7 @@ through the real OpenAI SDK; `tether demo --model openai:gpt-4.1` uses a real pr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import os
 from collections.abc import AsyncIterator
@@ -86,6 +87,15 @@ research = Agent(
     tools=[search, calc, analyst, report],
 )
 agent = research.registry
+
+
+def require_approval(tool_name: str = "calc") -> None:
+    """`tether demo --approve`: the model's calls to this tool wait for a person.
+
+    Only the turn that calls it decides to wait (its record spawns the wait), so a run
+    started so is resumed by any process, whether or not that process asked for approvals.
+    """
+    research.tools[tool_name] = dataclasses.replace(research.tools[tool_name], approval=True)
 
 
 @asynccontextmanager

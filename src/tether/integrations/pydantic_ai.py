@@ -15,11 +15,7 @@ Outside a tether node the capability is transparent and the agent runs as usual.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
@@ -42,6 +38,7 @@ from tether.agent.pricing import cost_of
 from tether.context import Context
 from tether.core import Budget, Node, NodeResult, Retry, StepResult, Usage
 from tether.executor import Outcome
+from tether.integrations.scope import current_scope, node_scope
 from tether.registry import Registry
 from tether.runtime import Runtime
 
@@ -51,27 +48,6 @@ class StepOptions(TypedDict, total=False):
 
     retry: Retry
     timeout_s: float
-
-
-@dataclass(slots=True)
-class _NodeScope:
-    """The tether node an agent run is inside, and how many runs it started so far."""
-
-    ctx: Context
-    runs: Iterator[int] = field(default_factory=itertools.count)
-
-
-_SCOPE: ContextVar[_NodeScope | None] = ContextVar("tether_pydantic_ai_scope", default=None)
-
-
-@contextmanager
-def node_scope(ctx: Context) -> Iterator[None]:
-    """Run pydantic-ai agents inside this block as journaled steps of `ctx`'s node."""
-    token = _SCOPE.set(_NodeScope(ctx))
-    try:
-        yield
-    finally:
-        _SCOPE.reset(token)
 
 
 def _usage_of(operation_id: DurableOperationId, payload: object) -> Usage | None:
@@ -97,7 +73,7 @@ class _StepBackend(JournalCallableOperationBackend[StepOptions]):
         cache_key: tuple[object, ...],
         config: StepOptions,
     ) -> object:
-        scope = _SCOPE.get()
+        scope = current_scope()
         if scope is None:  # not in a tether node: run it as it is
             return await body()
 
@@ -152,10 +128,10 @@ class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
 
     @property
     def in_durable_context(self) -> bool:
-        return _SCOPE.get() is not None
+        return current_scope() is not None
 
     def get_default_run_id(self) -> str | None:
-        scope = _SCOPE.get()
+        scope = current_scope()
         if scope is None:
             return None
         # Stable across re-runs of the node: its id plus how many agent runs it started.
@@ -165,7 +141,7 @@ class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
         return conversation_id_from_run_id(run_id) if self.in_durable_context else None
 
     async def get_run_start_time(self, run_id: str) -> datetime | None:
-        scope = _SCOPE.get()
+        scope = current_scope()
         if scope is None:
             return None
         # Recorded, so a resumed run counts its `timeout=` from when it first started.

@@ -11,23 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
 from typing import Any
 
+from tether.control import cancel, requeue
 from tether.core import Budget
-from tether.errors import RunNotResumable, TetherError, UnknownRun
-from tether.records import budget_of, limits_of, run_resumed
+from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.runtime import Runtime
-from tether.store.base import Claim, Status
-from tether.worker import DEFAULT_LEASE_TTL, Worker
+from tether.store.base import Status
+from tether.worker import Worker
 
 log = logging.getLogger("tether.server")
 
 EMBEDDED, EXTERNAL = "embedded", "external"
-
-
-class RunBusy(TetherError):
-    """The run is executing already, so it cannot be resumed now."""
 
 
 class Launcher:
@@ -74,74 +69,12 @@ class Launcher:
         await self.runtime.submit(agent, input, run_id=run_id, budget=budget, config=config)
 
     async def resume(self, run_id: str, *, budget: dict[str, float] | None) -> Status:
-        """Queue a paused or orphaned run again; `budget` replaces the limits it names.
-
-        The new limits are recorded (RunResumed) under the server's own claim, so the
-        worker that claims the run next rehydrates them from the log like everything else.
-        """
-        if run_id in self.runtime.executing:
-            raise RunBusy(f"run {run_id} is executing; nothing to resume")
-        claim = await self.leases.take(run_id, self.runtime.owner, self.lease_ttl)
-        if claim is None:
-            raise await self._not_taken(run_id, "resume")
-        status, reason = Status.QUEUED, None
-        try:
-            graph = await self.runtime.load(run_id)
-            if graph.finished is not None:
-                status, reason = graph.status, graph.reason or None
-                raise RunNotResumable(
-                    f"run {run_id} has finished ({graph.status}); nothing to resume"
-                )
-            if budget:
-                limits = replace(budget_of(graph.limits), **budget)  # type: ignore[arg-type]
-                record = run_resumed(self.runtime.owner, claim.epoch, limits_of(limits))
-                await self.runtime.writer.write(graph, record, epoch=claim.epoch)
-        finally:
-            await self._release(claim, status, reason)
-        await self.leases.notify()
-        return status
+        """Queue a paused or orphaned run again; `budget` replaces the limits it names."""
+        return await requeue(self.runtime, run_id, budget=budget, ttl=self.lease_ttl)
 
     async def cancel(self, run_id: str) -> Status:
-        """Stop a run for good; return its status now (the owner may still be stopping it).
-
-        The flag reaches a worker that owns the run at its next lease renewal (or its claim);
-        a run nobody holds is taken here and its RunFinished appended at our epoch.
-        """
-        status = await self.leases.request_cancel(run_id)
-        if status is None:
-            raise UnknownRun(run_id)
-        if status.finished:
-            raise RunNotResumable(f"run {run_id} has finished ({status.value}); cannot cancel")
-        if run_id in self.runtime.executing:  # the embedded worker executes it: stop it now
-            return (await self.runtime.cancel(run_id)).status
-        claim = await self.leases.take(run_id, self.runtime.owner, self.lease_ttl)
-        if claim is None:
-            info = await self.runtime.store.runs.get(run_id)
-            return info.status if info else status
-        try:
-            outcome = await self.runtime.cancel(run_id, epoch=claim.epoch)
-        except RunNotResumable:
-            # It finished, but a crash kept its row from saying so: give it back as it is.
-            graph = await self.runtime.load(run_id)
-            await self._release(claim, graph.status, graph.reason or None)
-            raise
-        except BaseException:
-            await self._release(claim, status, None)
-            raise
-        return outcome.status  # its RunFinished released the claim
-
-    async def _release(self, claim: Claim, status: Status, reason: str | None) -> None:
-        if not await self.leases.release(claim.run_id, claim.epoch, status, reason):
-            log.warning("run %s: release at epoch %d was fenced off", claim.run_id, claim.epoch)
-
-    async def _not_taken(self, run_id: str, what: str) -> TetherError:
-        info = await self.runtime.store.runs.get(run_id)
-        if info is None:
-            return UnknownRun(run_id)
-        if info.status.finished:
-            return RunNotResumable(f"run {run_id} has finished ({info.status}); cannot {what}")
-        held = f" by {info.owner}" if info.owner else ""
-        return RunBusy(f"run {run_id} is {info.status.value}{held}; nothing to {what} now")
+        """Stop a run for good; return its status now (the owner may still be stopping it)."""
+        return await cancel(self.runtime, run_id, ttl=self.lease_ttl)
 
     @property
     def executing(self) -> list[str]:

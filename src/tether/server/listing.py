@@ -37,11 +37,15 @@ def urls(run_id: str) -> dict[str, str]:
     }
 
 
-def row_view(info: RunInfo) -> dict[str, Any]:
+def row_view(info: RunInfo, now: float) -> dict[str, Any]:
+    """A runs-table row; `state` tells a live owner (`running`) from a dead one
+    (`orphaned`), `lease_left_s` by the store's clock."""
     return {
         "run_id": info.run_id,
         "agent": info.agent,
         "status": info.status.value,
+        "state": info.state(now),
+        "lease_left_s": info.lease_left(now),
         "reason": info.reason,
         "parent_run_id": info.parent_run_id,
         "created_at": info.created_at,
@@ -87,9 +91,10 @@ async def list_runs(request: Request) -> Response:
     if len(rows) > limit:
         given = {k: v for k, v in q.items() if k not in ("limit", "offset") and v != ""}
         next_url = "/v1/runs?" + urlencode({**given, "limit": limit, "offset": offset + limit})
+    now = await server.store.runs.clock()
     runs = []
     for info in rows[:limit]:
-        view = await _view(server, info, usage=flags["usage"])
+        view = await _view(server, info, now, usage=flags["usage"])
         if flags["children"]:
             children = await server.store.runs.list(
                 where=RunFilter(run_id_prefix=info.run_id + "."), limit=MAX_CHILDREN + 1
@@ -98,15 +103,15 @@ async def list_runs(request: Request) -> Response:
             # extend this one's is not among them.
             children = [c for c in children if c.parent_run_id]
             view["children"] = [
-                await _view(server, c, usage=flags["usage"]) for c in children[:MAX_CHILDREN]
+                await _view(server, c, now, usage=flags["usage"]) for c in children[:MAX_CHILDREN]
             ]
             view["children_more"] = len(children) > MAX_CHILDREN
         runs.append(view)
     return JSONResponse({"runs": runs, "next": next_url})
 
 
-async def _view(server: TetherServer, info: RunInfo, *, usage: bool) -> dict[str, Any]:
-    view = row_view(info)
+async def _view(server: TetherServer, info: RunInfo, now: float, *, usage: bool) -> dict[str, Any]:
+    view = row_view(info, now)
     if usage:
         view["usage"] = await usage_view(server, info.run_id)
     return server.publish.view(view, info.run_id)

@@ -17,6 +17,7 @@ from tether import metrics
 from tether.errors import (
     CorruptRecord,
     EventRefused,
+    RunBusy,
     RunExists,
     RunHeldElsewhere,
     RunNotResumable,
@@ -32,7 +33,6 @@ from tether.runtime import parse_config
 from tether.server.blob_route import get_blob
 from tether.server.console import console_page, run_children, run_page
 from tether.server.events import parse_after, record_stream
-from tether.server.launch import RunBusy
 from tether.server.limits import BodyTooLarge, TooMany
 from tether.server.listing import list_runs, row_view, urls
 from tether.server.openapi import openapi
@@ -142,7 +142,7 @@ async def get_run(request: Request) -> Response:
             "last_record_at_us": graph.last_at_us,
             "wall_ms": graph.wall_ms(),
         },
-        row=publish.view(row_view(info), run_id),
+        row=publish.view(row_view(info, await server.store.runs.clock()), run_id),
         urls=urls(run_id),
     )
     view["parent_run_id"] = (first.parent_run_id or None) if first else None

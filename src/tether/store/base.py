@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
 # The reason of a run paused by a drain (SIGTERM): such a run is runnable again at once,
 # unlike one paused for its budget, which waits for an explicit resume.
 DRAIN = "drain"
+# How views call a running run whose owner's lease ran out.
+ORPHANED = "orphaned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,18 @@ class RunInfo:
     owner: str | None = None
     epoch: int = 0
     lease_until: float | None = None
+
+    def lease_left(self, now: float) -> float | None:
+        """Seconds left on the owner's lease at `now` (the store's clock); None: no lease."""
+        return None if self.lease_until is None else self.lease_until - now
+
+    def state(self, now: float) -> str:
+        """The status as views show it: `orphaned` is running under a lease that ran out
+        (its owner died or lost the store); a worker adopts it, `tether resume` takes it."""
+        left = self.lease_left(now)
+        if self.status is Status.RUNNING and left is not None and left < 0:
+            return ORPHANED
+        return self.status.value
 
 
 class LogStore(ABC):
@@ -102,8 +117,14 @@ class RunTable(ABC):
     """The runs table: one row per run with its status."""
 
     @abstractmethod
-    async def create(self, info: RunInfo, first_record: bytes) -> None:
-        """Insert the run row and its record at seq 0 in one transaction (RunExists if taken)."""
+    async def create(
+        self, info: RunInfo, first_record: bytes, *, lease_s: float | None = None
+    ) -> None:
+        """Insert the run row and its record at seq 0 in one transaction (RunExists if taken).
+
+        With `lease_s`, the row's owner holds a lease that long from now (the store's clock):
+        a run started in-process is owned like a claimed one from its first record.
+        """
 
     @abstractmethod
     async def get(self, run_id: str) -> RunInfo | None:
@@ -138,6 +159,10 @@ class RunTable(ABC):
         offset: int = 0,
     ) -> list[RunInfo]:
         """List runs with that status (any, if None) that `where` admits, newest first."""
+
+    async def clock(self) -> float:
+        """The time leases are measured by (PostgreSQL: the database's clock), in epoch s."""
+        return time.time()
 
     async def count_by_status(self) -> dict[Status, int]:
         """How many runs have each status (statuses with none are left out).
@@ -228,11 +253,14 @@ class Leases(ABC):
         """
 
     @abstractmethod
-    async def take(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+    async def take(
+        self, run_id: str, owner: str, ttl: float, *, force: bool = False
+    ) -> Claim | None:
         """Claim one named top-level run at a new epoch, if nobody holds a live lease on it.
 
         Unlike `claim`, a run paused for any reason is taken. None if it is held, finished,
-        a sub-agent run, or unknown.
+        a sub-agent run, or unknown. With `force`, a live lease is taken over too: the
+        new epoch fences the old owner, whose next append or renewal is refused.
         """
 
     @abstractmethod

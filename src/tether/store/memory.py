@@ -66,11 +66,16 @@ class MemoryRuns(RunTable):
     def __init__(self, state: _State) -> None:
         self._s = state
 
-    async def create(self, info: RunInfo, first_record: bytes) -> None:
+    async def create(
+        self, info: RunInfo, first_record: bytes, *, lease_s: float | None = None
+    ) -> None:
         if info.run_id in self._s.runs:
             raise RunExists(info.run_id)
         now = time.time()
-        self._s.runs[info.run_id] = replace(info, created_at=now, updated_at=now)
+        lease_until = None if lease_s is None else now + lease_s
+        self._s.runs[info.run_id] = replace(
+            info, created_at=now, updated_at=now, lease_until=lease_until
+        )
         self._s.logs[info.run_id] = {0: first_record}
 
     async def get(self, run_id: str) -> RunInfo | None:
@@ -160,16 +165,18 @@ class MemoryLeases(Leases):
             claims.append(Claim(info.run_id, info.epoch + 1, info.run_id in self._s.cancels))
         return claims
 
-    async def take(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+    async def take(
+        self, run_id: str, owner: str, ttl: float, *, force: bool = False
+    ) -> Claim | None:
         info, now = self._s.runs.get(run_id), time.time()
-        if info is None or info.parent_run_id is not None:
+        if info is None or info.parent_run_id is not None or info.status.finished:
             return None
         unleased = info.lease_until is None or info.lease_until < now
         takeable = (Status.QUEUED, Status.PAUSED, Status.WAITING, Status.RUNNING)
-        if not (info.status in takeable and unleased):
+        if info.status not in takeable or (not force and not unleased):
             return None
-        if info.status is Status.RUNNING and info.lease_until is None:
-            return None  # executing in some process without a lease (`tether demo`)
+        if not force and info.status is Status.RUNNING and info.lease_until is None:
+            return None  # as the SQL stores: running needs an expired lease
         self._s.runs[run_id] = replace(
             info,
             status=Status.RUNNING,

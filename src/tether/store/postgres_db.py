@@ -18,7 +18,10 @@ from tether.errors import StoreError, StoreUnavailable
 _UNAVAILABLE_STATES = {"57P01", "57P02", "57P03"}
 
 # Pool options read from the URL's query string; the rest of the query goes to the server.
-POOL_OPTIONS = ("min_size", "max_size", "command_timeout")
+# `statement_cache_size=0` turns asyncpg's named prepared statements off, as PgBouncer in
+# transaction mode needs (a named statement lives on one server connection, and the next
+# transaction may run on another).
+POOL_OPTIONS = ("min_size", "max_size", "command_timeout", "statement_cache_size")
 # Seconds a statement may take before the store gives up on its connection. Without a
 # bound, a statement on a connection whose packets are dropped (a network partition: no
 # RST, no FIN) waits for TCP to give up, which takes hours. Replay of a very large run
@@ -99,6 +102,7 @@ class PgPool:
         self.max_size = int(max_size or options.get("max_size", 10))
         self.min_size = int(min(min_size or options.get("min_size", 1), self.max_size))
         self.command_timeout = options.get("command_timeout", DEFAULT_COMMAND_TIMEOUT)
+        self.statement_cache_size = int(options.get("statement_cache_size", 100))
         self._pool: asyncpg.Pool | None = None
 
     async def open(self) -> None:
@@ -109,6 +113,7 @@ class PgPool:
                 max_size=self.max_size,
                 reset=_keep_session,
                 command_timeout=self.command_timeout,
+                statement_cache_size=self.statement_cache_size,
             )
 
     async def close(self) -> None:
@@ -155,7 +160,11 @@ class PgPool:
         """
         timeout = self.command_timeout if bounded else None
         with wrap_errors(self.where):
-            return await asyncpg.connect(self.dsn, command_timeout=timeout)
+            return await asyncpg.connect(
+                self.dsn,
+                command_timeout=timeout,
+                statement_cache_size=self.statement_cache_size,
+            )
 
 
 def rowcount(status: str) -> int:

@@ -104,8 +104,10 @@ class PostgresLeases(Leases):
         epoch: int = rows[0][0]
         return epoch
 
-    async def take(self, run_id: str, owner: str, ttl: float) -> Claim | None:
-        rows = await self._db.fetch(Q["take"], run_id, owner, ttl)
+    async def take(
+        self, run_id: str, owner: str, ttl: float, *, force: bool = False
+    ) -> Claim | None:
+        rows = await self._db.fetch(Q["take_force" if force else "take"], run_id, owner, ttl)
         return Claim(run_id, rows[0][0], rows[0][1]) if rows else None
 
     async def request_cancel(self, run_id: str) -> Status | None:

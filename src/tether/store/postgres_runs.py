@@ -33,7 +33,9 @@ class PostgresRuns(RunTable):
     def __init__(self, db: PgPool) -> None:
         self._db = db
 
-    async def create(self, info: RunInfo, first_record: bytes) -> None:
+    async def create(
+        self, info: RunInfo, first_record: bytes, *, lease_s: float | None = None
+    ) -> None:
         # One statement inserts the row and seq 0, so a crash never leaves a run without
         # its first record. The clock is the caller's, as in the SQLite store.
         args = (
@@ -46,6 +48,7 @@ class PostgresRuns(RunTable):
             info.owner,
             info.epoch,
             first_record,
+            lease_s,  # NULL + anything is NULL: no lease
         )
         async with self._db.connection() as conn:
             try:
@@ -58,6 +61,11 @@ class PostgresRuns(RunTable):
                 raise ConflictingRecord(info.run_id, 0) from None
         if created == 0:
             raise RunExists(info.run_id)
+
+    async def clock(self) -> float:
+        rows = await self._db.fetch(Q["clock"])
+        now: float = rows[0][0]
+        return now
 
     async def get(self, run_id: str) -> RunInfo | None:
         rows = await self._db.fetch(Q["get_run"], run_id)

@@ -118,8 +118,11 @@ class SqliteRuns(RunTable):
     def __init__(self, db: _Db) -> None:
         self._db = db
 
-    async def create(self, info: RunInfo, first_record: bytes) -> None:
+    async def create(
+        self, info: RunInfo, first_record: bytes, *, lease_s: float | None = None
+    ) -> None:
         now = time.time()
+        lease_until = None if lease_s is None else now + lease_s
 
         def work(conn: sqlite3.Connection) -> None:
             try:
@@ -135,6 +138,7 @@ class SqliteRuns(RunTable):
                         now,
                         info.owner,
                         info.epoch,
+                        lease_until,
                     ),
                 )
             except sqlite3.IntegrityError:

@@ -94,11 +94,13 @@ class SqliteLeases(Leases):
             raise StaleEpoch(parent_run_id, parent_epoch)
         return epoch
 
-    async def take(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+    async def take(
+        self, run_id: str, owner: str, ttl: float, *, force: bool = False
+    ) -> Claim | None:
         args = {"owner": owner, "now": time.time(), "ttl": ttl, "run_id": run_id}
 
         def work(conn: sqlite3.Connection) -> Claim | None:
-            row = conn.execute(Q["take"], args).fetchone()
+            row = conn.execute(Q["take_force" if force else "take"], args).fetchone()
             return None if row is None else Claim(run_id, int(row[0]), bool(row[1]))
 
         return await self._db.call(lambda: self._db.transaction(work))

@@ -92,8 +92,10 @@ function row(run, depth) {
   name.append(a);
   const status = document.createElement("td");
   const badge = document.createElement("span");
-  badge.className = "badge " + run.status;
-  badge.textContent = run.status;
+  // A running row whose owner's lease ran out says so: its owner died, a worker adopts it.
+  const shown = run.state === "orphaned" ? "orphaned" : run.status;
+  badge.className = "badge " + shown;
+  badge.textContent = shown;
   status.append(badge);
   const now = Date.now() / 1000;
   const finished = ["succeeded", "failed", "cancelled"].includes(run.status);

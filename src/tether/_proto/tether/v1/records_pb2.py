@@ -24,47 +24,49 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17tether/v1/records.proto\x12\ttether.v1\"H\n\x07\x42lobRef\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x12\n\nmedia_type\x18\x04 \x01(\t\"C\n\x05Value\x12\x0e\n\x04json\x18\x01 \x01(\x0cH\x00\x12\"\n\x04\x62lob\x18\x02 \x01(\x0b\x32\x12.tether.v1.BlobRefH\x00\x42\x06\n\x04kind\"o\n\x0c\x42udgetLimits\x12\x11\n\tmax_nodes\x18\x01 \x01(\x03\x12\x12\n\nmax_tokens\x18\x02 \x01(\x03\x12\x10\n\x08max_cost\x18\x03 \x01(\x01\x12\x13\n\x0bmax_wall_ms\x18\x04 \x01(\x03\x12\x11\n\tmax_turns\x18\x05 \x01(\x03\"g\n\nBudgetUsed\x12\x11\n\ttokens_in\x18\x01 \x01(\x03\x12\x12\n\ntokens_out\x18\x02 \x01(\x03\x12\x0f\n\x07wall_ms\x18\x03 \x01(\x03\x12\x0c\n\x04\x63ost\x18\x04 \x01(\x01\x12\x13\n\x0bmodel_calls\x18\x05 \x01(\x03\"\x81\x01\n\x08NodeSpec\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x12\n\nparent_ids\x18\x03 \x03(\t\x12\x1f\n\x05input\x18\x04 \x01(\x0b\x32\x10.tether.v1.Value\x12!\n\x04wait\x18\x05 \x01(\x0b\x32\x13.tether.v1.WaitSpec\"p\n\x08WaitSpec\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65\x61\x64line_us\x18\x02 \x01(\x03\x12\x1e\n\x04\x64\x61ta\x18\x03 \x01(\x0b\x32\x10.tether.v1.Value\x12\x0e\n\x06schema\x18\x04 \x01(\x0c\x12\x12\n\ntimer_only\x18\x05 \x01(\x08\"?\n\x0bWaitOutcome\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x02 \x01(\t\x12\x11\n\ttimed_out\x18\x03 \x01(\x08\"\xe0\x01\n\nRunStarted\x12\x16\n\x0eschema_version\x18\x01 \x01(\x05\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x1f\n\x05input\x18\x03 \x01(\x0b\x32\x10.tether.v1.Value\x12\x0e\n\x06\x63onfig\x18\x04 \x01(\x0c\x12\'\n\x06limits\x18\x05 \x01(\x0b\x32\x17.tether.v1.BudgetLimits\x12\x15\n\rparent_run_id\x18\x06 \x01(\t\x12\x16\n\x0eparent_node_id\x18\x07 \x01(\t\x12\"\n\x05roots\x18\x08 \x03(\x0b\x32\x13.tether.v1.NodeSpec\"\xdd\x02\n\rNodeCompleted\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x12\n\nparent_ids\x18\x02 \x03(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12 \n\x06output\x18\x04 \x01(\x0b\x32\x10.tether.v1.Value\x12$\n\x07spawned\x18\x05 \x03(\x0b\x32\x13.tether.v1.NodeSpec\x12#\n\x04used\x18\x06 \x01(\x0b\x32\x15.tether.v1.BudgetUsed\x12!\n\x05\x62lobs\x18\x07 \x03(\x0b\x32\x12.tether.v1.BlobRef\x12\x0f\n\x07\x61ttempt\x18\x08 \x01(\x05\x12\x15\n\rstarted_at_us\x18\t \x01(\x03\x12\x16\n\x0e\x66inished_at_us\x18\n \x01(\x03\x12\x11\n\tis_result\x18\x0b \x01(\x08\x12\x10\n\x08\x66\x61llback\x18\x0c \x01(\x08\x12$\n\x04wait\x18\r \x01(\x0b\x32\x16.tether.v1.WaitOutcome\"t\n\nNodeFailed\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x12\n\nerror_type\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x05 \x01(\x05\x12\x11\n\tretryable\x18\x06 \x01(\x08\"\x1b\n\tRunPaused\x12\x0e\n\x06reason\x18\x01 \x01(\t\".\n\nRunWaiting\x12\x0c\n\x04keys\x18\x01 \x03(\t\x12\x12\n\nwake_at_us\x18\x02 \x01(\x03\"S\n\nRunResumed\x12\'\n\x06limits\x18\x01 \x01(\x0b\x32\x17.tether.v1.BudgetLimits\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\r\n\x05owner\x18\x03 \x01(\t\"d\n\x0bRunFinished\x12$\n\x06status\x18\x01 \x01(\x0e\x32\x14.tether.v1.RunStatus\x12 \n\x06result\x18\x02 \x01(\x0b\x32\x10.tether.v1.Value\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"\xc3\x01\n\x0cStepRecorded\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0c\n\x04name\x18\x03 \x01(\t\x12 \n\x06output\x18\x04 \x01(\x0b\x32\x10.tether.v1.Value\x12#\n\x04used\x18\x05 \x01(\x0b\x32\x15.tether.v1.BudgetUsed\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\x12\x15\n\rstarted_at_us\x18\x07 \x01(\x03\x12\x16\n\x0e\x66inished_at_us\x18\x08 \x01(\x03\"\x99\x03\n\x06Record\x12,\n\x0brun_started\x18\x01 \x01(\x0b\x32\x15.tether.v1.RunStartedH\x00\x12\x32\n\x0enode_completed\x18\x02 \x01(\x0b\x32\x18.tether.v1.NodeCompletedH\x00\x12,\n\x0bnode_failed\x18\x03 \x01(\x0b\x32\x15.tether.v1.NodeFailedH\x00\x12*\n\nrun_paused\x18\x04 \x01(\x0b\x32\x14.tether.v1.RunPausedH\x00\x12,\n\x0brun_resumed\x18\x05 \x01(\x0b\x32\x15.tether.v1.RunResumedH\x00\x12.\n\x0crun_finished\x18\x06 \x01(\x0b\x32\x16.tether.v1.RunFinishedH\x00\x12\x30\n\rstep_recorded\x18\x07 \x01(\x0b\x32\x17.tether.v1.StepRecordedH\x00\x12,\n\x0brun_waiting\x18\x08 \x01(\x0b\x32\x15.tether.v1.RunWaitingH\x00\x12\r\n\x05\x61t_us\x18\x0f \x01(\x03\x42\x06\n\x04\x62ody\".\n\x08LogChunk\x12\"\n\x07records\x18\x01 \x03(\x0b\x32\x11.tether.v1.Record*r\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14RUN_STATUS_SUCCEEDED\x10\x01\x12\x15\n\x11RUN_STATUS_FAILED\x10\x02\x12\x18\n\x14RUN_STATUS_CANCELLED\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17tether/v1/records.proto\x12\ttether.v1\"H\n\x07\x42lobRef\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x12\n\nmedia_type\x18\x04 \x01(\t\"h\n\x05Value\x12\x0e\n\x04json\x18\x01 \x01(\x0cH\x00\x12\"\n\x04\x62lob\x18\x02 \x01(\x0b\x32\x12.tether.v1.BlobRefH\x00\x12#\n\x06sealed\x18\x03 \x01(\x0b\x32\x11.tether.v1.SealedH\x00\x42\x06\n\x04kind\";\n\x06Sealed\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\r\n\x05nonce\x18\x02 \x01(\x0c\x12\x12\n\nciphertext\x18\x03 \x01(\x0c\"o\n\x0c\x42udgetLimits\x12\x11\n\tmax_nodes\x18\x01 \x01(\x03\x12\x12\n\nmax_tokens\x18\x02 \x01(\x03\x12\x10\n\x08max_cost\x18\x03 \x01(\x01\x12\x13\n\x0bmax_wall_ms\x18\x04 \x01(\x03\x12\x11\n\tmax_turns\x18\x05 \x01(\x03\"g\n\nBudgetUsed\x12\x11\n\ttokens_in\x18\x01 \x01(\x03\x12\x12\n\ntokens_out\x18\x02 \x01(\x03\x12\x0f\n\x07wall_ms\x18\x03 \x01(\x03\x12\x0c\n\x04\x63ost\x18\x04 \x01(\x01\x12\x13\n\x0bmodel_calls\x18\x05 \x01(\x03\"\x81\x01\n\x08NodeSpec\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x12\n\nparent_ids\x18\x03 \x03(\t\x12\x1f\n\x05input\x18\x04 \x01(\x0b\x32\x10.tether.v1.Value\x12!\n\x04wait\x18\x05 \x01(\x0b\x32\x13.tether.v1.WaitSpec\"p\n\x08WaitSpec\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65\x61\x64line_us\x18\x02 \x01(\x03\x12\x1e\n\x04\x64\x61ta\x18\x03 \x01(\x0b\x32\x10.tether.v1.Value\x12\x0e\n\x06schema\x18\x04 \x01(\x0c\x12\x12\n\ntimer_only\x18\x05 \x01(\x08\"?\n\x0bWaitOutcome\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x02 \x01(\t\x12\x11\n\ttimed_out\x18\x03 \x01(\x08\"\xe0\x01\n\nRunStarted\x12\x16\n\x0eschema_version\x18\x01 \x01(\x05\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x1f\n\x05input\x18\x03 \x01(\x0b\x32\x10.tether.v1.Value\x12\x0e\n\x06\x63onfig\x18\x04 \x01(\x0c\x12\'\n\x06limits\x18\x05 \x01(\x0b\x32\x17.tether.v1.BudgetLimits\x12\x15\n\rparent_run_id\x18\x06 \x01(\t\x12\x16\n\x0eparent_node_id\x18\x07 \x01(\t\x12\"\n\x05roots\x18\x08 \x03(\x0b\x32\x13.tether.v1.NodeSpec\"\xdd\x02\n\rNodeCompleted\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x12\n\nparent_ids\x18\x02 \x03(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12 \n\x06output\x18\x04 \x01(\x0b\x32\x10.tether.v1.Value\x12$\n\x07spawned\x18\x05 \x03(\x0b\x32\x13.tether.v1.NodeSpec\x12#\n\x04used\x18\x06 \x01(\x0b\x32\x15.tether.v1.BudgetUsed\x12!\n\x05\x62lobs\x18\x07 \x03(\x0b\x32\x12.tether.v1.BlobRef\x12\x0f\n\x07\x61ttempt\x18\x08 \x01(\x05\x12\x15\n\rstarted_at_us\x18\t \x01(\x03\x12\x16\n\x0e\x66inished_at_us\x18\n \x01(\x03\x12\x11\n\tis_result\x18\x0b \x01(\x08\x12\x10\n\x08\x66\x61llback\x18\x0c \x01(\x08\x12$\n\x04wait\x18\r \x01(\x0b\x32\x16.tether.v1.WaitOutcome\"t\n\nNodeFailed\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x12\n\nerror_type\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x05 \x01(\x05\x12\x11\n\tretryable\x18\x06 \x01(\x08\"\x1b\n\tRunPaused\x12\x0e\n\x06reason\x18\x01 \x01(\t\".\n\nRunWaiting\x12\x0c\n\x04keys\x18\x01 \x03(\t\x12\x12\n\nwake_at_us\x18\x02 \x01(\x03\"S\n\nRunResumed\x12\'\n\x06limits\x18\x01 \x01(\x0b\x32\x17.tether.v1.BudgetLimits\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\r\n\x05owner\x18\x03 \x01(\t\"d\n\x0bRunFinished\x12$\n\x06status\x18\x01 \x01(\x0e\x32\x14.tether.v1.RunStatus\x12 \n\x06result\x18\x02 \x01(\x0b\x32\x10.tether.v1.Value\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"\xc3\x01\n\x0cStepRecorded\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0c\n\x04name\x18\x03 \x01(\t\x12 \n\x06output\x18\x04 \x01(\x0b\x32\x10.tether.v1.Value\x12#\n\x04used\x18\x05 \x01(\x0b\x32\x15.tether.v1.BudgetUsed\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\x12\x15\n\rstarted_at_us\x18\x07 \x01(\x03\x12\x16\n\x0e\x66inished_at_us\x18\x08 \x01(\x03\"\x99\x03\n\x06Record\x12,\n\x0brun_started\x18\x01 \x01(\x0b\x32\x15.tether.v1.RunStartedH\x00\x12\x32\n\x0enode_completed\x18\x02 \x01(\x0b\x32\x18.tether.v1.NodeCompletedH\x00\x12,\n\x0bnode_failed\x18\x03 \x01(\x0b\x32\x15.tether.v1.NodeFailedH\x00\x12*\n\nrun_paused\x18\x04 \x01(\x0b\x32\x14.tether.v1.RunPausedH\x00\x12,\n\x0brun_resumed\x18\x05 \x01(\x0b\x32\x15.tether.v1.RunResumedH\x00\x12.\n\x0crun_finished\x18\x06 \x01(\x0b\x32\x16.tether.v1.RunFinishedH\x00\x12\x30\n\rstep_recorded\x18\x07 \x01(\x0b\x32\x17.tether.v1.StepRecordedH\x00\x12,\n\x0brun_waiting\x18\x08 \x01(\x0b\x32\x15.tether.v1.RunWaitingH\x00\x12\r\n\x05\x61t_us\x18\x0f \x01(\x03\x42\x06\n\x04\x62ody\".\n\x08LogChunk\x12\"\n\x07records\x18\x01 \x03(\x0b\x32\x11.tether.v1.Record*r\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14RUN_STATUS_SUCCEEDED\x10\x01\x12\x15\n\x11RUN_STATUS_FAILED\x10\x02\x12\x18\n\x14RUN_STATUS_CANCELLED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tether.v1.records_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RUNSTATUS']._serialized_start=2329
-  _globals['_RUNSTATUS']._serialized_end=2443
+  _globals['_RUNSTATUS']._serialized_start=2427
+  _globals['_RUNSTATUS']._serialized_end=2541
   _globals['_BLOBREF']._serialized_start=38
   _globals['_BLOBREF']._serialized_end=110
   _globals['_VALUE']._serialized_start=112
-  _globals['_VALUE']._serialized_end=179
-  _globals['_BUDGETLIMITS']._serialized_start=181
-  _globals['_BUDGETLIMITS']._serialized_end=292
-  _globals['_BUDGETUSED']._serialized_start=294
-  _globals['_BUDGETUSED']._serialized_end=397
-  _globals['_NODESPEC']._serialized_start=400
-  _globals['_NODESPEC']._serialized_end=529
-  _globals['_WAITSPEC']._serialized_start=531
-  _globals['_WAITSPEC']._serialized_end=643
-  _globals['_WAITOUTCOME']._serialized_start=645
-  _globals['_WAITOUTCOME']._serialized_end=708
-  _globals['_RUNSTARTED']._serialized_start=711
-  _globals['_RUNSTARTED']._serialized_end=935
-  _globals['_NODECOMPLETED']._serialized_start=938
-  _globals['_NODECOMPLETED']._serialized_end=1287
-  _globals['_NODEFAILED']._serialized_start=1289
-  _globals['_NODEFAILED']._serialized_end=1405
-  _globals['_RUNPAUSED']._serialized_start=1407
-  _globals['_RUNPAUSED']._serialized_end=1434
-  _globals['_RUNWAITING']._serialized_start=1436
-  _globals['_RUNWAITING']._serialized_end=1482
-  _globals['_RUNRESUMED']._serialized_start=1484
-  _globals['_RUNRESUMED']._serialized_end=1567
-  _globals['_RUNFINISHED']._serialized_start=1569
-  _globals['_RUNFINISHED']._serialized_end=1669
-  _globals['_STEPRECORDED']._serialized_start=1672
-  _globals['_STEPRECORDED']._serialized_end=1867
-  _globals['_RECORD']._serialized_start=1870
-  _globals['_RECORD']._serialized_end=2279
-  _globals['_LOGCHUNK']._serialized_start=2281
-  _globals['_LOGCHUNK']._serialized_end=2327
+  _globals['_VALUE']._serialized_end=216
+  _globals['_SEALED']._serialized_start=218
+  _globals['_SEALED']._serialized_end=277
+  _globals['_BUDGETLIMITS']._serialized_start=279
+  _globals['_BUDGETLIMITS']._serialized_end=390
+  _globals['_BUDGETUSED']._serialized_start=392
+  _globals['_BUDGETUSED']._serialized_end=495
+  _globals['_NODESPEC']._serialized_start=498
+  _globals['_NODESPEC']._serialized_end=627
+  _globals['_WAITSPEC']._serialized_start=629
+  _globals['_WAITSPEC']._serialized_end=741
+  _globals['_WAITOUTCOME']._serialized_start=743
+  _globals['_WAITOUTCOME']._serialized_end=806
+  _globals['_RUNSTARTED']._serialized_start=809
+  _globals['_RUNSTARTED']._serialized_end=1033
+  _globals['_NODECOMPLETED']._serialized_start=1036
+  _globals['_NODECOMPLETED']._serialized_end=1385
+  _globals['_NODEFAILED']._serialized_start=1387
+  _globals['_NODEFAILED']._serialized_end=1503
+  _globals['_RUNPAUSED']._serialized_start=1505
+  _globals['_RUNPAUSED']._serialized_end=1532
+  _globals['_RUNWAITING']._serialized_start=1534
+  _globals['_RUNWAITING']._serialized_end=1580
+  _globals['_RUNRESUMED']._serialized_start=1582
+  _globals['_RUNRESUMED']._serialized_end=1665
+  _globals['_RUNFINISHED']._serialized_start=1667
+  _globals['_RUNFINISHED']._serialized_end=1767
+  _globals['_STEPRECORDED']._serialized_start=1770
+  _globals['_STEPRECORDED']._serialized_end=1965
+  _globals['_RECORD']._serialized_start=1968
+  _globals['_RECORD']._serialized_end=2377
+  _globals['_LOGCHUNK']._serialized_start=2379
+  _globals['_LOGCHUNK']._serialized_end=2425
 # @@protoc_insertion_point(module_scope)

@@ -31,12 +31,24 @@ class BlobRef(_message.Message):
     def __init__(self, url: _Optional[str] = ..., size: _Optional[int] = ..., sha256: _Optional[str] = ..., media_type: _Optional[str] = ...) -> None: ...
 
 class Value(_message.Message):
-    __slots__ = ("json", "blob")
+    __slots__ = ("json", "blob", "sealed")
     JSON_FIELD_NUMBER: _ClassVar[int]
     BLOB_FIELD_NUMBER: _ClassVar[int]
+    SEALED_FIELD_NUMBER: _ClassVar[int]
     json: bytes
     blob: BlobRef
-    def __init__(self, json: _Optional[bytes] = ..., blob: _Optional[_Union[BlobRef, _Mapping]] = ...) -> None: ...
+    sealed: Sealed
+    def __init__(self, json: _Optional[bytes] = ..., blob: _Optional[_Union[BlobRef, _Mapping]] = ..., sealed: _Optional[_Union[Sealed, _Mapping]] = ...) -> None: ...
+
+class Sealed(_message.Message):
+    __slots__ = ("key_id", "nonce", "ciphertext")
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    CIPHERTEXT_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    nonce: bytes
+    ciphertext: bytes
+    def __init__(self, key_id: _Optional[str] = ..., nonce: _Optional[bytes] = ..., ciphertext: _Optional[bytes] = ...) -> None: ...
 
 class BudgetLimits(_message.Message):
     __slots__ = ("max_nodes", "max_tokens", "max_cost", "max_wall_ms", "max_turns")

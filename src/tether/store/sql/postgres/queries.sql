@@ -67,8 +67,9 @@ SELECT record FROM run_log WHERE run_id = $1 ORDER BY seq;
 -- Insert a run row and its record at seq 0 in one statement; returns 0 if the id is taken.
 WITH run AS (
     INSERT INTO runs (run_id, agent, status, parent_run_id, reason, created_at, updated_at,
-                      owner, epoch)
-    VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8)
+                      owner, epoch, lease_until)
+    VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8,
+            extract(epoch FROM clock_timestamp()) + $10::double precision)
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id
 ), first AS (
@@ -257,6 +258,20 @@ WHERE run_id = $1 AND parent_run_id IS NULL
        OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
   AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp()))
 RETURNING epoch, cancel_requested;
+
+-- name: take_force
+-- Take one named unfinished top-level run for owner $2 at a new epoch whoever holds it (a
+-- takeover): the new epoch fences the old owner's appends and renewals.
+UPDATE runs SET status = 'running', reason = NULL, owner = $2, epoch = runs.epoch + 1,
+       lease_until = extract(epoch FROM clock_timestamp()) + $3,
+       updated_at = extract(epoch FROM clock_timestamp())
+WHERE run_id = $1 AND parent_run_id IS NULL
+  AND status IN ('queued', 'paused', 'waiting', 'running')
+RETURNING epoch, cancel_requested;
+
+-- name: clock
+-- The database's clock, which times leases.
+SELECT extract(epoch FROM clock_timestamp())::double precision;
 
 -- name: request_cancel
 -- Ask for a run to be cancelled, unless it has finished; returns its status then.

@@ -27,8 +27,9 @@ SELECT epoch FROM runs WHERE run_id = ?;
 
 -- name: create_run
 -- Insert a run row.
-INSERT INTO runs (run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+INSERT INTO runs (run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
+                  lease_until)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: get_run
 -- One run row.
@@ -128,6 +129,14 @@ WHERE run_id = :run_id AND parent_run_id IS NULL
   AND (status IN ('queued', 'paused', 'waiting')
        OR (status = 'running' AND lease_until < :now))
   AND (lease_until IS NULL OR lease_until < :now)
+RETURNING epoch, cancel_requested;
+
+-- name: take_force
+-- Take one named unfinished top-level run at a new epoch whoever holds it (a takeover).
+UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
+       lease_until = :now + :ttl, updated_at = :now
+WHERE run_id = :run_id AND parent_run_id IS NULL
+  AND status IN ('queued', 'paused', 'waiting', 'running')
 RETURNING epoch, cancel_requested;
 
 -- name: request_cancel

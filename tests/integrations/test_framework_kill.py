@@ -1,7 +1,8 @@
-"""SIGKILL in the middle of a pydantic-ai run, then `tether resume` in another process.
+"""SIGKILL in the middle of a framework agent's run, then `tether resume` in another process.
 
-The example agent (examples/pydantic_ai_agent.py) runs in a subprocess against a local model
-server in this process, whose request log proves what was asked.
+The example agents (examples/pydantic_ai_agent.py, examples/openai_agents_agent.py) run in a
+subprocess against a local model server in this process, whose request log proves what was
+asked.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("pydantic_ai")
 
 from tether import Store
 from tether.agent.localserver import serve_local_models
@@ -37,10 +36,17 @@ def _env(store_url: str, base_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
-async def _example(env: dict[str, str]) -> asyncio.subprocess.Process:
+# (example, the module it needs, its model request step, its search tool step)
+FRAMEWORKS = [
+    ("pydantic_ai_agent.py", "pydantic_ai", "researcher__model.request", "call_tool:search"),
+    ("openai_agents_agent.py", "agents", "researcher.model", "researcher.tool:search"),
+]
+
+
+async def _example(example: str, env: dict[str, str]) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
-        str(EXAMPLES / "pydantic_ai_agent.py"),
+        str(EXAMPLES / example),
         "What keeps agents alive?",
         env=env,
         stdout=asyncio.subprocess.PIPE,
@@ -58,12 +64,19 @@ async def _result(store: Store, run_id: str) -> Any:
     return inline_json(last.run_finished.result)
 
 
+@pytest.mark.parametrize(("example", "module", "model_step", "tool_step"), FRAMEWORKS)
 async def test_a_run_killed_mid_tool_resumes_in_another_process_asking_nothing_recorded(
-    durable_store: Store, durable_store_url: str
+    durable_store: Store,
+    durable_store_url: str,
+    example: str,
+    module: str,
+    model_step: str,
+    tool_step: str,
 ) -> None:
+    pytest.importorskip(module)
     async with serve_local_models(dict(DEMO_SCRIPTS)) as server:
         # An uninterrupted run: what the model was asked, and the answer.
-        whole = await _example(_env(durable_store_url, server.openai_base_url))
+        whole = await _example(example, _env(durable_store_url, server.openai_base_url))
         out, err = await asyncio.wait_for(whole.communicate(), 120)
         assert whole.returncode == 0, err.decode()
         whole_id = out.decode().split()[1]
@@ -73,7 +86,7 @@ async def test_a_run_killed_mid_tool_resumes_in_another_process_asking_nothing_r
 
         # The same question, killed while its tool calls run (each takes a minute).
         env = _env(durable_store_url, server.openai_base_url, EXAMPLE_SEARCH_DELAY="60")
-        proc = await _example(env)
+        proc = await _example(example, env)
         assert proc.stdout is not None
         run_id = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode().split()[1]
         for _ in range(1200):  # until the first model response is recorded (a 60 s bound)
@@ -87,7 +100,7 @@ async def test_a_run_killed_mid_tool_resumes_in_another_process_asking_nothing_r
             for r in await _records(durable_store, run_id)
             if r.step_recorded.name
         ]
-        assert steps == ["researcher__model.request"], steps
+        assert steps == [model_step], steps
         assert [r.turn_index for r in server.requests] == [0]
 
         resume = await asyncio.create_subprocess_exec(
@@ -110,5 +123,5 @@ async def test_a_run_killed_mid_tool_resumes_in_another_process_asking_nothing_r
     names = [
         r.step_recorded.name for r in await _records(durable_store, run_id) if r.step_recorded.name
     ]
-    calls = [n for n in names if "call_tool:search" in n]
+    calls = [n for n in names if tool_step in n]
     assert len(calls) == 2 and len(names) == 4  # each search recorded once, after the resume

@@ -1,0 +1,52 @@
+"""AES-256-GCM with a synthetic nonce: the same plaintext under the same key seals to the
+same bytes (a retried put or append is byte-identical and deduplicates), and nothing
+else repeats a nonce. It shows that two sealed values are equal only under one key."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import TYPE_CHECKING
+
+from tether.crypto.keyring import KeyRing
+from tether.errors import KeyRingError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+NONCE_BYTES = 12
+
+
+def _aead(key: bytes) -> AESGCM:
+    try:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError as exc:  # the extra is not installed
+        raise KeyRingError("encryption needs `pip install 'tether[encryption]'`") from exc
+    return AESGCM(key)
+
+
+def seal(ring: KeyRing, plaintext: bytes, aad: bytes) -> tuple[str, bytes, bytes]:
+    """(key id, nonce, ciphertext) of `plaintext` under the ring's current key."""
+    key = ring.key(ring.current)
+    nonce_key = hmac.new(key, b"tether nonce v1", hashlib.sha256).digest()
+    nonce = hmac.new(nonce_key, aad + b"\0" + plaintext, hashlib.sha256).digest()[:NONCE_BYTES]
+    return ring.current, nonce, _aead(key).encrypt(nonce, plaintext, aad)
+
+
+def open_sealed(ring: KeyRing, key_id: str, nonce: bytes, ciphertext: bytes, aad: bytes) -> bytes:
+    """The plaintext; KeyRingError if the key id is missing or the bytes do not open."""
+    aead = _aead(ring.key(key_id))
+    from cryptography.exceptions import InvalidTag
+
+    try:
+        return aead.decrypt(nonce, ciphertext, aad)
+    except InvalidTag:
+        raise KeyRingError(
+            f"sealed data under key id {key_id!r} does not open: the key differs from the "
+            "one it was sealed with, or the bytes were altered"
+        ) from None
+
+
+def address(ring: KeyRing, plaintext: bytes) -> str:
+    """A blob's address under this ring: HMAC-SHA256 of its plaintext, hex."""
+    return hmac.new(ring.address, plaintext, hashlib.sha256).hexdigest()

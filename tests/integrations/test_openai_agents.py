@@ -1,0 +1,140 @@
+"""The OpenAI Agents SDK on tether: model calls, tool calls and handoffs replay from steps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import openai
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
+
+from tether import Runtime, Status, Store
+from tether.agent.localserver import (
+    LocalModelServer,
+    Message,
+    ToolCall,
+    ToolSpec,
+    Turn,
+    serve_local_models,
+)
+from tether.integrations.openai_agents import DurableRunner
+from tether.records import decode_log
+
+# Refunds whose tool body finished; an order whose refund hangs until cancelled (a crash).
+REFUNDED: list[str] = []
+HANG: dict[str, asyncio.Event] = {}
+
+
+def triage(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
+    return Turn(tool_calls=[ToolCall("transfer_to_billing", {})])
+
+
+def billing(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
+    done = [m.text for m in messages if m.role == "tool" and "refund" in m.text]
+    if not done:
+        return Turn(tool_calls=[ToolCall("refund", {"order": "A1"})])
+    return Turn(text="Done: " + done[0])
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    set_tracing_disabled(True)  # the SDK would export traces to the network
+    REFUNDED.clear()
+    HANG.clear()
+
+
+@pytest.fixture
+async def models() -> AsyncIterator[LocalModelServer]:
+    async with serve_local_models({"triage": triage, "billing": billing}) as server:
+        yield server
+
+
+@pytest.fixture
+async def client(models: LocalModelServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(
+        base_url=models.openai_base_url, api_key="local", max_retries=0
+    ) as oai:
+        yield oai
+
+
+def support(client: openai.AsyncOpenAI, *, front: str = "triage") -> DurableRunner:
+    @function_tool
+    async def refund(order: str) -> str:
+        """Refund an order."""
+        if order in HANG:
+            HANG[order].set()
+            await asyncio.Event().wait()
+        REFUNDED.append(order)
+        return f"refund of {order} issued"
+
+    bill = Agent(
+        "billing", model=OpenAIChatCompletionsModel("script:billing", client), tools=[refund]
+    )
+    desk = Agent(front, model=OpenAIChatCompletionsModel("script:triage", client), handoffs=[bill])
+    return DurableRunner(desk, name="test.openai_agents.support")
+
+
+async def steps_of(store: Store, run_id: str) -> list[Any]:
+    rows = await store.log.read_all(run_id)
+    return [r.step_recorded for r in decode_log(run_id, rows) if r.HasField("step_recorded")]
+
+
+async def test_model_calls_tool_calls_and_handoffs_are_steps(
+    store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    outcome = await support(client).run("Refund A1", runtime=Runtime(store))
+    assert outcome.status is Status.SUCCEEDED, outcome.reason
+    assert outcome.result == {"content": "Done: refund of A1 issued", "last_agent": "billing"}
+    names = [s.name for s in await steps_of(store, outcome.run_id)]
+    assert names == ["triage.model", "billing.model", "billing.tool:refund", "billing.model"]
+    assert outcome.graph.model_calls == 3
+    assert outcome.graph.tokens == sum(
+        r.reply.usage.total_tokens for r in models.requests if r.reply
+    )
+
+
+async def crash_in_refund(store: Store, runner: DurableRunner) -> str:
+    reached = HANG["A1"] = asyncio.Event()
+    runtime = Runtime(store)
+    run_id = await runner.submit("Refund A1", runtime=runtime)
+    task = asyncio.ensure_future(runtime.resume(run_id))
+    await reached.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    HANG.clear()
+    return run_id
+
+
+async def test_a_resumed_run_hands_off_again_without_asking_and_refunds_once(
+    durable_store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    run_id = await crash_in_refund(durable_store, support(client))
+    assert [r.model for r in models.requests] == ["script:triage", "script:billing"]
+    assert REFUNDED == []
+    outcome = await Runtime(durable_store).resume(run_id)
+    assert outcome.status is Status.SUCCEEDED, outcome.reason
+    assert outcome.result["content"] == "Done: refund of A1 issued"
+    # Triage and billing's first call were not asked again; the refund finished once.
+    assert [r.model for r in models.requests] == ["script:triage"] + ["script:billing"] * 2
+    assert REFUNDED == ["A1"]
+
+
+async def test_an_agent_whose_code_changed_pauses_with_the_non_determinism_error(
+    durable_store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    run_id = await crash_in_refund(durable_store, support(client))
+    support(client, front="front_desk")  # deployed again with the first agent renamed
+    outcome = await Runtime(durable_store).resume(run_id)
+    assert outcome.status is Status.PAUSED
+    assert "non-deterministic step 0" in outcome.reason
+    assert "'triage.model'" in outcome.reason and "'front_desk.model'" in outcome.reason
+    bodies = [
+        r.WhichOneof("body") for r in decode_log(run_id, await durable_store.log.read_all(run_id))
+    ]
+    assert "node_failed" not in bodies and "node_completed" not in bodies

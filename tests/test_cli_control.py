@@ -1,0 +1,125 @@
+"""One owner per run from the command line (issue 10): a crashed `tether demo` keeps its
+lease until it runs out; `tether resume` refuses a live owner, `--wait` waits for its lease,
+`--force` takes over; a worker adopts the orphan; two resumes at once execute it once.
+Real processes and SIGKILL on the embedded SQLite store."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.test_cli import answer, env, run_ids, tether
+
+
+def crashed_demo(home: Path, lease_ttl: float) -> str:
+    """A `tether demo` SIGKILLed after 5 recorded nodes; its run id."""
+    killed = tether(
+        home, "demo", "--quiet", "--stop-after", "5", "--lease-ttl", str(lease_ttl), check=False
+    )
+    assert killed.returncode == -signal.SIGKILL
+    return str(run_ids(home)[0]["run_id"])
+
+
+def row(home: Path, run_id: str) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = json.loads(tether(home, "runs", "--json").stdout)
+    return next(r for r in rows if r["run_id"] == run_id)
+
+
+def node_ids(home: Path, run_id: str) -> list[str]:
+    shown = json.loads(tether(home, "show", run_id, "--json").stdout)
+    return [n["node_id"] for n in shown["nodes"] if n["status"] == "completed"]
+
+
+def test_resume_of_a_crashed_demo_is_refused_while_its_lease_lasts_then_forced(
+    tmp_path: Path,
+) -> None:
+    reference = answer(tether(tmp_path, "demo", "--quiet").stdout)
+    run_id = crashed_demo(tmp_path, lease_ttl=120)
+    r = row(tmp_path, run_id)
+    assert r["status"] == r["state"] == "running" and r["lease_left"] > 60
+    owner = r["owner"]
+    refused = tether(tmp_path, "resume", run_id, "--quiet", check=False)
+    assert refused.returncode == 2
+    out = " ".join(refused.stdout.split())
+    assert f"is running by {owner}, lease " in out and "s left" in out
+    assert "--wait" in out and "--force" in out
+    assert len(node_ids(tmp_path, run_id)) == 5  # it executed nothing
+    forced = tether(tmp_path, "resume", run_id, "--force", "--quiet")
+    assert f"taking run {run_id} over from {owner}" in " ".join(forced.stdout.split())
+    assert answer(forced.stdout) == reference
+    ids = node_ids(tmp_path, run_id)
+    assert len(ids) == len(set(ids)) == 9
+
+
+def test_a_crashed_demo_turns_orphaned_and_resume_wait_takes_it(tmp_path: Path) -> None:
+    reference = answer(tether(tmp_path, "demo", "--quiet").stdout)
+    run_id = crashed_demo(tmp_path, lease_ttl=1)
+    waited = tether(tmp_path, "resume", run_id, "--wait", "--quiet")
+    assert answer(waited.stdout) == reference
+    assert row(tmp_path, run_id)["state"] == "succeeded"
+
+
+def test_runs_shows_a_dead_owner_as_orphaned(tmp_path: Path) -> None:
+    run_id = crashed_demo(tmp_path, lease_ttl=0.5)
+    deadline = time.monotonic() + 30
+    while (r := row(tmp_path, run_id))["state"] != "orphaned":
+        assert time.monotonic() < deadline, r
+    assert r["status"] == "running" and r["lease_left"] < 0
+    table = tether(tmp_path, "runs").stdout
+    assert "orphaned" in table and "expired" in table
+
+
+def test_a_worker_adopts_a_crashed_demo_after_its_lease(tmp_path: Path) -> None:
+    run_id = crashed_demo(tmp_path, lease_ttl=1)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tether", "worker", "--poll", "0.2"],
+        cwd=tmp_path,
+        env=env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while (r := row(tmp_path, run_id))["status"] != "succeeded":
+            assert time.monotonic() < deadline, r
+            time.sleep(0.2)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=60)
+    assert worker.returncode == 0, out
+    assert f"run {run_id}: claimed at epoch 2" in out
+    ids = node_ids(tmp_path, run_id)
+    assert len(ids) == len(set(ids)) == 9
+
+
+def test_two_resumes_at_once_execute_the_run_once(tmp_path: Path) -> None:
+    paused = tether(tmp_path, "demo", "--quiet", "--budget", "nodes=3").stdout
+    assert "status: paused" in paused
+    run_id = str(run_ids(tmp_path)[0]["run_id"])
+    e = env(tmp_path)
+    e["TETHER_DEMO_SPEED"] = "1"  # slow enough that the two overlap
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tether", "resume", run_id, "--quiet", "--budget", "nodes=+20"],
+            cwd=tmp_path,
+            env=e,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    results = [(p.wait(timeout=120), p.communicate()[0]) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    loser = " ".join(next(out for code, out in results if code == 2).split())
+    # It came while the winner held the run, or after the winner had finished it.
+    assert "is running by" in loser or "has finished" in loser, loser
+    ids = node_ids(tmp_path, run_id)
+    assert len(ids) == len(set(ids)) == 9
