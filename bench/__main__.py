@@ -19,8 +19,10 @@ from bench import (
     growth,
     memory,
     overlap,
+    partitions,
     rehydrate,
     scheduling,
+    steps,
     throughput,
     workers,
 )
@@ -36,10 +38,21 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "growth": growth.run,
     "memory": memory.run,
     "agent": agent_turns.run,
+    "steps": steps.run,
     "workers": workers.run,
+    "partitions": partitions.run,
 }
 # Families that need the PostgreSQL bench database.
-NEEDS_PG = {"checkpoint", "throughput", "rehydrate", "overlap", "growth", "workers"}
+NEEDS_PG = {
+    "checkpoint",
+    "throughput",
+    "rehydrate",
+    "overlap",
+    "growth",
+    "workers",
+    "steps",
+    "partitions",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

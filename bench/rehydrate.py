@@ -106,7 +106,9 @@ async def _recovery(
     samples: list[float] = []
     for i in range(reps + 1):  # the first warms up
         rid = f"{run_id}-crashed-{i}"
-        await store.runs.create(RunInfo(rid, chain.name, Status.RUNNING), crashed[0])
+        # Its log ends mid-run (no pause recorded: a crash); its row is free to take, as
+        # once the dead owner's lease ran out.
+        await store.runs.create(RunInfo(rid, chain.name, Status.PAUSED), crashed[0])
         await store.log.append(rid, list(enumerate(crashed))[1:])
         rt = Runtime(store)  # a fresh runtime: nothing resident
         started = asyncio.get_running_loop().create_future()

@@ -15,8 +15,10 @@ import pytest
 from bench import (
     growth,
     overlap,
+    partitions,
     rehydrate,
     scheduling,
+    steps,
     throughput,
     workers,
 )
@@ -71,6 +73,8 @@ TINY: dict[str, list[tuple[object, str, object]]] = {
     "memory": [],
     "agent": [],
     "workers": [(workers, "PROCESSES", (1, 2)), (workers, "NODES", 2)],
+    "partitions": [(partitions, "PARTITIONS", 4), (partitions, "LOAD_NODES", 40)],
+    "steps": [(steps, "TURNS", 5)],
 }
 
 

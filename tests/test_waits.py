@@ -12,6 +12,7 @@ from tests.waits_agents import EXECUTIONS, RELEASE, SLOW_STARTED, approvals, sle
 from tether import (
     BadEventPayload,
     RecordTooLarge,
+    RunHeldElsewhere,
     Runtime,
     Status,
     Store,
@@ -242,3 +243,26 @@ async def test_a_timer_due_while_its_worker_drains_wakes_the_run_on_another_work
     resumed = [r.run_resumed.owner for r in decode_log(run_id, await store.log.read_all(run_id))
                if r.HasField("run_resumed")]  # fmt: skip
     assert resumed[-1] == "waker"
+
+
+async def test_an_event_for_a_run_another_process_executes_waits_for_it_to_park(
+    durable_store: Store,
+) -> None:
+    store = durable_store
+    run_id = uid("h")
+    RELEASE[run_id] = asyncio.Event()
+    owner = Runtime(store, owner="owner")  # stands for another process: its own executing map
+    task = asyncio.create_task(owner.start(approvals, {"n": 1, "slow": True}, run_id=run_id))
+    await SLOW_STARTED.setdefault(run_id, asyncio.Event()).wait()
+    other = Runtime(store, owner="replica")
+    before = await store.log.read_all(run_id)
+    with pytest.raises(RunHeldElsewhere, match=r"did not park within 0.3s; nothing was recorded"):
+        await other.signal(run_id, "approve-0", {"approve": True}, wait_s=0.3)
+    assert await store.log.read_all(run_id) == before
+    delivery = asyncio.create_task(other.signal(run_id, "approve-0", {"approve": True}))
+    RELEASE[run_id].set()  # the slow node finishes; the run parks; the delivery lands then
+    parked = await task
+    assert parked.status is Status.WAITING
+    delivered = await delivery
+    assert delivered.seq is not None and delivered.status is Status.QUEUED
+    assert (await other.resume(run_id)).result == [[0, "done"]]

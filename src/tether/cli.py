@@ -610,7 +610,11 @@ async def cmd_keys_rotate(store: Store, args: argparse.Namespace) -> int:
 
 
 async def cmd_migrate(args: argparse.Namespace) -> int:
-    applied = await migrate_url(args.db)
+    try:
+        applied = await migrate_url(args.db, partitions=args.partitions)
+    except ValueError as exc:  # --partitions out of range, or not a PostgreSQL store
+        console.print(f"[red]error:[/] {exc}")
+        return 2
     where = (args.db or default_url()).split("@")[-1]
     console.print(f"{where}: " + (f"applied {', '.join(applied)}" if applied else "up to date"))
     return 0
@@ -908,6 +912,14 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)
     migrate = db_sub.add_parser("migrate", help="apply pending migrations")
+    migrate.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="PostgreSQL: hash-partition run_log by run_id into N tables (1: one plain "
+        "table); the log is copied in one transaction",
+    )
     migrate.set_defaults(fn=None)
     return parser
 

@@ -74,8 +74,10 @@ async def deliver(
             )
         if info.parent_run_id is not None:
             raise EventRefused(run_id, key, "a sub-agent run's waits cannot take events yet")
-        if info.status.finished:
-            find_wait(await rt.load(run_id), key, event_id)  # raises WaitCompleted
+        if info.status.finished:  # finished meanwhile: this event was recorded, or never is
+            graph = await rt.load(run_id)
+            if find_wait(graph, key, event_id) is None:  # else WaitCompleted
+                return Delivered(run_id, key, None, True, graph.status)
         if time.monotonic() > give_up:
             raise RunHeldElsewhere(run_id, wait_s)
         await asyncio.sleep(delay)

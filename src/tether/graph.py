@@ -151,6 +151,10 @@ class Graph:
         """The record of a completed node, or None."""
         return self._done.get(node_id)
 
+    def steps_of(self, node_id: str) -> dict[int, StepRecorded] | None:
+        """The journaled steps a node recorded so far, by position (None: none)."""
+        return self._steps.get(node_id)
+
     def spec(self, node_id: str) -> NodeSpec:
         """The spec of a spawned node (KeyError if none)."""
         return self._specs[node_id]

@@ -60,7 +60,7 @@ class StepJournal:
     ) -> Any:
         index, self.taken = self.taken, self.taken + 1
         run, nid = self._run, self._node_id
-        steps = run.graph.nodes[nid].steps
+        steps = run.graph.steps_of(nid)
         recorded = steps.get(index) if steps else None
         if recorded is not None:
             if recorded.name != name:
@@ -112,7 +112,7 @@ class StepJournal:
 
     def check_done(self) -> None:
         """At the node's end: every recorded step was asked for again (else the code changed)."""
-        steps = self._run.graph.nodes[self._node_id].steps
+        steps = self._run.graph.steps_of(self._node_id)
         if not steps:
             return
         left = sorted(i for i in steps if i >= self.taken)

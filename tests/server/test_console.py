@@ -286,6 +286,7 @@ async def test_the_console_passes_an_automated_accessibility_check(
         paused = (await client.start(CHAIN, chain_input(3, 1, 0), budget={"max_nodes": 1}))[
             "run_id"
         ]
+        waiting = (await client.start(APPROVAL))["run_id"]
         await finish(client, tour)
     browser.set_script_timeout(60)
     found: dict[str, list[dict[str, Any]]] = {}
@@ -304,6 +305,10 @@ async def test_the_console_passes_an_automated_accessibility_check(
     await until(lambda: browser.find_element(By.ID, "resume").is_enabled())
     browser.find_element(By.ID, "resume").click()
     found["paused run, resume form open"] = axe_violations(browser)
+    browser.get(f"{server.url}/runs/{waiting}")
+    await wait_page(browser, lambda s: s["status"] == "waiting")
+    await until(lambda: browser.find_elements(By.CSS_SELECTOR, "#waits .wait button"))
+    found["waiting run with its wait"] = axe_violations(browser)
     browser.get(f"{server.url}/runs/no-such-run")
     await until(lambda: "no such run" in browser.page_source)
     found["unknown run"] = axe_violations(browser)

@@ -57,11 +57,23 @@ def store_from_url(url: str | None = None) -> Store:
     )
 
 
-async def migrate_url(url: str | None = None) -> list[str]:
-    """Bring the store at `url` to the current schema (`tether db migrate`); return what ran."""
+async def migrate_url(url: str | None = None, *, partitions: int | None = None) -> list[str]:
+    """Bring the store at `url` to the current schema (`tether db migrate`); return what ran.
+
+    `partitions` (PostgreSQL only) then rebuilds the run log with that many hash partitions
+    by run_id (1: one plain table); "partitions N" is listed among what ran if it changed.
+    """
     store = store_from_url(url)
     try:
-        return await store.migrate()
+        applied = await store.migrate()
+        if partitions is not None:
+            from tether.store.postgres import PostgresStore
+
+            if not isinstance(store, PostgresStore):
+                raise ValueError("--partitions needs a postgresql:// store")
+            if await store.partition_log(partitions):
+                applied.append(f"partitions {partitions}")
+        return applied
     finally:
         await store.close()
 

@@ -31,6 +31,7 @@ from tether.store.base import Store
 from tether.store.postgres_db import PgPool, wrap_errors
 from tether.store.postgres_leases import PostgresLeases
 from tether.store.postgres_log import PostgresLog
+from tether.store.postgres_partitions import log_partitions, partition_log
 from tether.store.postgres_retention import PostgresRetention
 from tether.store.postgres_runs import PostgresRuns, run_info
 from tether.store.queries import load_migrations, load_queries
@@ -88,6 +89,15 @@ class PostgresStore(Store):
                     return applied
         finally:
             await conn.close()
+
+    async def partition_log(self, partitions: int) -> bool:
+        """Rebuild run_log with `partitions` hash partitions by run_id (1: plain); False if
+        it already had that form. Works on an unopened store too."""
+        return await partition_log(self._db, partitions)
+
+    async def log_partitions(self) -> int:
+        """How many hash partitions run_log has (0: a plain table)."""
+        return await log_partitions(self._db)
 
 
 async def migrate(url: str) -> list[str]:

@@ -9,9 +9,9 @@ from importlib import resources
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
-def load_queries(backend: str) -> dict[str, str]:
-    """Parse `sql/<backend>/queries.sql`: each query follows a `-- name: NAME` line."""
-    text = resources.files("tether.store").joinpath("sql", backend, "queries.sql").read_text()
+def load_queries(backend: str, file: str = "queries.sql") -> dict[str, str]:
+    """Parse `sql/<backend>/<file>`: each query follows a `-- name: NAME` line."""
+    text = resources.files("tether.store").joinpath("sql", backend, file).read_text()
     parts = _HEADER.split(text)
     queries: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):

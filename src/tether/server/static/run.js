@@ -14,6 +14,7 @@ const state = {
   finished: false, retryMs: 1000, tokens: new Map(), connects: 0, stopped: "", live: 0,
   input: undefined, result: undefined, reason: "", parent: "", children: new Map(), waiting: [],
   selected: "", childrenAt: 0,
+  waits: new Map(),  // key -> {key, nodeId, data, deadline, sleep, done, answer}
 };
 window.tetherState = state;  // read by the browser test; handy in the console too
 
@@ -28,7 +29,13 @@ function node(id, kind, parents) {
 }
 
 function spawn(specs) {
-  for (const s of specs || []) node(s.node_id, s.kind, s.parent_ids);
+  for (const s of specs || []) {
+    node(s.node_id, s.kind, s.parent_ids);
+    if (s.wait && !state.waits.has(s.wait.key)) {
+      state.waits.set(s.wait.key, { key: s.wait.key, nodeId: s.node_id, data: s.wait.data,
+        deadline: s.wait.deadline_us, sleep: s.wait.sleep, done: false, answer: "" });
+    }
+  }
 }
 
 function applyRecord(r) {
@@ -54,12 +61,25 @@ function applyRecord(r) {
       state.used.tokens += n.tokens;
       state.used.cost += r.used.cost;
       spawn(r.spawned);
+      if (r.event && state.waits.has(r.event.key)) {
+        const w = state.waits.get(r.event.key);
+        w.done = true;
+        w.answer = r.event.timed_out ? "timed out" : "answered";
+      }
       break;
     }
     case "node_failed": {
       const n = node(r.node_id, r.kind);
       n.attempt = r.attempt;
       if (n.status !== "completed") { n.status = "failed"; n.error = r.error; }
+      break;
+    }
+    case "step_recorded": {
+      // A journaled step of a running node: listed under the node, its usage counted.
+      const n = node(r.node_id);
+      n.steps = (n.steps || []).concat([r.step.name]);
+      state.used.tokens += r.used.tokens_in + r.used.tokens_out;
+      state.used.cost += r.used.cost;
       break;
     }
     case "run_waiting":
@@ -181,10 +201,13 @@ function drawGraph() {
                         transform: `translate(${p.x},${p.y})` });
     g.append(el("rect", { width: W, height: H }));
     g.append(el("text", { x: 8, y: 17 }, `${n.kind} · ${n.status}`));
-    const facts = (n.status === "completed" ? `${n.wallMs} ms · ${n.tokens} tok` : id.slice(0, 16)) +
+    const steps = n.steps ? ` · ${n.steps.length} steps` : "";
+    const facts = (n.status === "completed" ? `${n.wallMs} ms · ${n.tokens} tok${steps}`
+      : (n.steps ? `${n.steps.length} steps · ${n.steps[n.steps.length - 1]}` : id.slice(0, 16))) +
       (child ? " · ↗ run" : "");
     g.append(el("text", { x: 8, y: 35 }, facts));
-    g.append(el("title", {}, `${id}\n${n.kind}: ${n.status}${n.error ? "\n" + n.error.message : ""}`));
+    const listed = n.steps ? "\nsteps:\n  " + n.steps.join("\n  ") : "";
+    g.append(el("title", {}, `${id}\n${n.kind}: ${n.status}${n.error ? "\n" + n.error.message : ""}${listed}`));
     svg.append(g);
   }
   if (focused) {
@@ -220,6 +243,67 @@ function drawBudget() {
     ...bar("wall", wallS, (lim.max_wall_ms || 0) / 1000, (v) => v.toFixed(1) + " s"));
 }
 
+// Answers go to the JSON API with the API token in a header (typed here, or the tab's
+// sign-in): the page's session cookie only ever reads, so a page alone cannot answer.
+async function answer(w, payload, out) {
+  const token = document.getElementById("token").value.trim() || Tether.token();
+  if (!token) { out.textContent = "enter the API token first"; return; }
+  out.textContent = "sending…";
+  try {
+    const r = await fetch(
+      `/v1/runs/${encodeURIComponent(RUN_ID)}/signals/${encodeURIComponent(w.key)}`,
+      { method: "POST", credentials: "omit", body: JSON.stringify(payload),
+        headers: { "Authorization": `Bearer ${token}`, "Content-Type": "application/json" } });
+    const body = await r.json().catch(() => ({}));
+    out.textContent = r.ok ? `recorded (${r.status})`
+      : `refused (${r.status}): ${(body.error && body.error.message) || ""}`;
+  } catch (e) {
+    out.textContent = `not sent: ${e}`;
+  }
+}
+
+function button(label, onClick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = label;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+function drawWaits() {
+  const open = [...state.waits.values()].filter((w) => !w.done && !state.finished);
+  const box = document.getElementById("waits");
+  box.hidden = open.length === 0;
+  const list = document.getElementById("wait-list");
+  const shown = new Set([...list.children].map((d) => d.dataset.key));
+  for (const d of [...list.children]) {
+    if (!open.some((w) => w.key === d.dataset.key)) d.remove();
+  }
+  for (const w of open) {
+    if (shown.has(w.key)) continue;  // keep what a person is typing
+    const until = w.deadline ? ` (times out ${new Date(w.deadline / 1000).toLocaleString()})` : "";
+    const out = h("span", { class: "answer", role: "status" });
+    const d = h("div", { class: "wait", "data-key": w.key },
+      h("strong", {}, `${w.sleep ? "sleep" : "wait"} ${w.key}${until}`),
+      h("pre", {}, JSON.stringify(w.data, null, 2)));
+    if (!w.sleep) {
+      const raw = h("textarea", { rows: "2", placeholder: "or any JSON payload",
+                                  "aria-label": `a JSON payload for ${w.key}` });
+      d.append(
+        button("Approve", () => answer(w, { approve: true }, out)),
+        button("Reject", () => answer(w, { approve: false, reason: "rejected on the run page" }, out)),
+        raw,
+        button("Send JSON", () => {
+          let payload;
+          try { payload = JSON.parse(raw.value); } catch (e) { out.textContent = `not JSON: ${e}`; return; }
+          answer(w, payload, out);
+        }),
+        out);
+    }
+    list.append(d);
+  }
+}
+
 function drawTokens() {
   const box = document.getElementById("tokens");
   if (!state.tokens.size) return;
@@ -248,7 +332,7 @@ function drawIo() {
   } else if (state.status === "waiting") {
     title.textContent = "waiting";
     box.replaceChildren(h("p", {}, `parked until an event arrives for: ${(state.waiting || []).join(", ")}`),
-      h("p", { class: "muted" }, "Nothing runs meanwhile; Runtime.signal(run_id, key, payload) answers a wait."));
+      h("p", { class: "muted" }, "Nothing runs meanwhile. Answer below, or with tether signal RUN_ID KEY."));
   } else if (state.status === "paused") {
     title.textContent = "paused";
     box.replaceChildren(h("p", {}, `paused: ${state.reason || "no reason given"}`),
@@ -321,6 +405,7 @@ function draw() {
     document.getElementById("records").textContent = `${state.seqs.length} records`;
     document.getElementById("reason").textContent = state.stopped || state.reason || "";
     drawIo();
+    drawWaits();
     drawBudget();
     drawGraph();
     drawPanel();
