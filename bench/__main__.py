@@ -15,9 +15,12 @@ from pathlib import Path
 
 from bench import (
     agent_turns,
+    blob_memory,
     checkpoint,
     growth,
     memory,
+    model_server,
+    operations,
     overlap,
     partitions,
     rehydrate,
@@ -37,9 +40,12 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "overlap": overlap.run,
     "growth": growth.run,
     "memory": memory.run,
+    "blob_memory": blob_memory.run,
+    "model_server": model_server.run,
     "agent": agent_turns.run,
     "steps": steps.run,
     "workers": workers.run,
+    "operations": operations.run,
     "partitions": partitions.run,
 }
 # Families that need the PostgreSQL bench database.
@@ -51,6 +57,7 @@ NEEDS_PG = {
     "growth",
     "workers",
     "steps",
+    "operations",
     "partitions",
 }
 

@@ -4,7 +4,7 @@
 
 It prints its run id. Kill it at any point (even with SIGKILL) and continue where it stopped:
 
-    PYTHONPATH=examples tether resume RUN_ID
+    PYTHONPATH=examples tether resume --wait RUN_ID
 
 The model is the scripted `script:demo` of tether's local model server (it searches twice in
 parallel, then answers). With `OPENAI_BASE_URL` unset the example serves it itself; for

@@ -71,6 +71,8 @@ TINY: dict[str, list[tuple[object, str, object]]] = {
     "overlap": [(overlap, "WIDTH", 5), (overlap, "WAIT_S", 0.005)],
     "growth": [(growth, "AT", (5, 10, 20)), (growth, "WINDOW", 5), (growth, "RUNS", 1)],
     "memory": [],
+    "blob_memory": [],
+    "model_server": [],
     "agent": [],
     "workers": [(workers, "PROCESSES", (1, 2)), (workers, "NODES", 2)],
     "partitions": [(partitions, "PARTITIONS", 4), (partitions, "LOAD_NODES", 40)],

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.agents import uid
-from tests.waits_agents import EXECUTIONS, RELEASE, SLOW_STARTED, approvals, sleeper
+from tests.waits_agents import EXECUTIONS, RELEASE, SLOW_STARTED, approvals, parent, sleeper
 from tether import (
     BadEventPayload,
     RecordTooLarge,
@@ -21,7 +21,7 @@ from tether import (
     WaitCompleted,
 )
 from tether.blobs.local import LocalBlobStore
-from tether.ids import ROOT_ID, child_id
+from tether.ids import ROOT_ID, child_id, child_run_id
 from tether.records import decode_log
 from tether.worker import Worker
 
@@ -266,3 +266,44 @@ async def test_an_event_for_a_run_another_process_executes_waits_for_it_to_park(
     delivered = await delivery
     assert delivered.seq is not None and delivered.status is Status.QUEUED
     assert (await other.resume(run_id)).result == [[0, "done"]]
+
+
+async def test_a_sub_agent_runs_waits_park_its_parent_and_an_event_for_it_resumes_both(
+    store: Store,
+) -> None:
+    rt = Runtime(store)
+    run_id = uid("p")
+    outcome = await rt.start(parent, {"n": 2}, run_id=run_id)
+    child = child_run_id(run_id, ROOT_ID)
+    assert outcome.status is Status.WAITING
+    assert outcome.reason == f"waiting for {child}/approve-0, {child}/approve-1"
+    with pytest.raises(UnknownWait):
+        await rt.signal(run_id, "approve-0", {"approve": True})  # the child's, not the parent's
+    delivered = await rt.signal(child, "approve-0", {"approve": True}, event_id="c0")
+    assert delivered.seq is not None and delivered.status is Status.QUEUED
+    again = await rt.signal(child, "approve-0", {"approve": True}, event_id="c0")
+    assert again.duplicate
+    still = await rt.resume(run_id)  # the child continues, then parks on approve-1 again
+    assert still.status is Status.WAITING and still.reason == f"waiting for {child}/approve-1"
+    await rt.signal(child, "approve-1", {"approve": False})
+    done = await rt.resume(run_id)
+    assert done.status is Status.SUCCEEDED
+    assert done.result == {"child": [[0, "done"], [1, "rejected"]]}
+    assert EXECUTIONS[f"{run_id}:{child_id(ROOT_ID, 'act-0')}"] == 0  # ran in the child run
+    assert EXECUTIONS[f"{child}:{child_id(ROOT_ID, 'act-0')}"] == 1
+
+
+async def test_a_sub_agent_runs_timer_wakes_its_parent_through_a_worker(
+    durable_store: Store,
+) -> None:
+    store = durable_store
+    rt = Runtime(store)
+    run_id = uid("pt")
+    await rt.submit(parent, {"n": 1, "timeout": 0.4}, run_id=run_id)
+    await work_until_finished(store, run_id)
+    outcome = await rt.outcome(run_id)
+    assert outcome.status is Status.SUCCEEDED
+    assert outcome.result == {"child": [[0, "timed out"]]}
+    parked = [r for r in decode_log(run_id, await store.log.read_all(run_id))
+              if r.HasField("run_waiting")]  # fmt: skip
+    assert parked and parked[0].run_waiting.wake_at_us > 0

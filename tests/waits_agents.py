@@ -78,3 +78,14 @@ async def nap(ctx: Context, node: Node) -> NodeResult:
 async def wake(ctx: Context, node: Node) -> NodeResult:
     event = await ctx.event("nap")
     return NodeResult({"slept": event.timed_out}, is_result=True)
+
+
+parent = Registry("test.waits.parent", entry="delegate")
+
+
+@parent.node("delegate")
+async def delegate(ctx: Context, node: Node) -> NodeResult:
+    """Runs the approvals agent as a sub-agent run: its waits park this run too."""
+    EXECUTIONS[ctx.idempotency_key] += 1
+    result = await ctx.run_child(approvals, node.input)
+    return NodeResult({"child": result}, is_result=True)

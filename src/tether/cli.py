@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
-from tether import control, logs
+from tether import control, logs, tracing
 from tether.blobs import BlobStore
 from tether.blobs.factory import default_blob_url, open_blob_store
 from tether.core import Budget
@@ -285,6 +285,7 @@ async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
     from tether.worker import Worker
 
     logs.configure(args.log_format)
+    tracing.enable_from_env()
     retain = None
     if args.retain:
         from tether.ops import parse_duration
@@ -515,6 +516,7 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
         from tether import metrics
 
         metrics.enable()
+    tracing.enable_from_env()
     for name in agents:  # import them now: a bad name fails here, and adopted runs find theirs
         resolve_agent(name)
     async with _open_blobs(store, args) as blobs:

@@ -1,8 +1,9 @@
 """The clocks tether reads, behind one seam, so a test can move time instead of sleeping.
 
-Record timestamps (and so wall-clock budgets, which sum the time between records) and the
-record writer's retry deadline and back-off read time here. `use(clock)` puts another
-clock in place for the length of a `with` block; outside one, the system's clocks answer.
+Record timestamps (and so wall-clock budgets, which sum the time between records), the
+record writer's retry deadline and back-off, and a run's creation time (which orders
+claims) read time here; PostgreSQL times leases by its own clock. `use(clock)` puts
+another clock in place for the length of a `with` block; outside it, the system's answer.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ _current: Clock = SYSTEM
 def current() -> Clock:
     """The clock in use."""
     return _current
+
+
+def now() -> float:
+    """Wall-clock seconds since the epoch."""
+    return _current.time()
 
 
 def now_us() -> int:

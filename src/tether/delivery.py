@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.errors import EventRefused, RunHeldElsewhere, UnknownRun
+from tether.errors import RunHeldElsewhere, UnknownRun
 from tether.executor import NotAccepting, wake_at_of
 from tether.graph import Graph
 from tether.records import encode
@@ -67,13 +67,16 @@ async def deliver(
         info = await rt.store.runs.get(run_id)
         if info is None:
             raise UnknownRun(run_id)
-        claim = await rt.store.leases.take(run_id, rt.owner, HOLD_TTL_S)
-        if claim is not None:
-            return await _deliver_held(
-                rt, run_id, key, payload, event_id, claim.epoch, info.status, info.reason
-            )
         if info.parent_run_id is not None:
-            raise EventRefused(run_id, key, "a sub-agent run's waits cannot take events yet")
+            done = await _deliver_to_child(rt, run_id, key, payload, event_id)
+            if done is not None:
+                return done
+        else:
+            claim = await rt.store.leases.take(run_id, rt.owner, HOLD_TTL_S)
+            if claim is not None:
+                return await _deliver_held(
+                    rt, run_id, key, payload, event_id, claim.epoch, info.status, info.reason
+                )
         if info.status.finished:  # finished meanwhile: this event was recorded, or never is
             graph = await rt.load(run_id)
             if find_wait(graph, key, event_id) is None:  # else WaitCompleted
@@ -105,23 +108,63 @@ async def _deliver_held(
     event_id: str,
     epoch: int,
     was: Status,
-    reason: str | None,
+    was_reason: str | None,
 ) -> Delivered:
     """With the run taken at `epoch`: read it again, append the event, give it back."""
-    status, wake_at, seq = was, None, None
+    status, reason, wake_at, seq = was, was_reason, None, None
     try:
         graph = await rt.load(run_id)
-        status, reason, wake_at = _given_back(graph, was, reason)
-        state = find_wait(graph, key, event_id)
-        if state is not None:
-            check_payload(graph, state, payload)
-            value = await rt.new_codec().encode(payload)  # blobs first
-            record = event_record(state, value, event_id)
-            rt.check_record_size(run_id, state.spec.node_id, encode(record))
-            seq = await rt.writer.write(graph, record, epoch=epoch)
-        status, reason, wake_at = _given_back(graph, was, reason)
+        # Given back as it was unless the event lands (computed first: a refusal keeps it).
+        status, reason, wake_at = _given_back(graph, was, was_reason)
+        seq = await _append_event(rt, graph, key, payload, event_id, epoch)
+        status, reason, wake_at = _given_back(graph, was, was_reason)
     finally:
         await rt.store.leases.release(run_id, epoch, status, reason, wake_at=wake_at)
+    return Delivered(run_id, key, seq, seq is None, status)
+
+
+async def _append_event(
+    rt: Runtime, graph: Graph, key: str, payload: Any, event_id: str, epoch: int
+) -> int | None:
+    """With the run taken at `epoch`, judged again on its log: append the event; its seq,
+    or None if this event was recorded before."""
+    state = find_wait(graph, key, event_id)
+    if state is None:
+        return None
+    check_payload(graph, state, payload)
+    value = await rt.new_codec().encode(payload)  # blobs first
+    record = event_record(state, value, event_id)
+    rt.check_record_size(graph.run_id, state.spec.node_id, encode(record))
+    return await rt.writer.write(graph, record, epoch=epoch)
+
+
+async def _deliver_to_child(
+    rt: Runtime, run_id: str, key: str, payload: Any, event_id: str
+) -> Delivered | None:
+    """An event for a sub-agent run: take its top-level run (None if another process holds
+    it), adopt each run down to this one (epochs fenced by their parents'), append to its
+    log, and give the top-level run back queued: its node runs again and continues the
+    child from its log, the child's successors running then."""
+    chain = [run_id]  # this run, its parent, ..., the top-level run
+    while (row := await rt.store.runs.get(chain[-1])) is not None and row.parent_run_id:
+        chain.append(row.parent_run_id)
+    if row is None:
+        raise UnknownRun(chain[-1])
+    top = row
+    claim = await rt.store.leases.take(top.run_id, rt.owner, HOLD_TTL_S)
+    if claim is None:
+        return None
+    seq = None
+    # Given back as it was unless the event lands (computed first: a refusal keeps wake_at).
+    status, reason, wake_at = _given_back(await rt.load(top.run_id), top.status, top.reason)
+    try:
+        epoch = claim.epoch
+        for child, parent in zip(reversed(chain[:-1]), reversed(chain[1:]), strict=True):
+            epoch = await rt.store.leases.adopt_child(child, rt.owner, parent, epoch)
+        seq = await _append_event(rt, await rt.load(run_id), key, payload, event_id, epoch)
+        status, reason, wake_at = _given_back(await rt.load(top.run_id), top.status, top.reason)
+    finally:
+        await rt.store.leases.release(top.run_id, claim.epoch, status, reason, wake_at=wake_at)
     return Delivered(run_id, key, seq, seq is None, status)
 
 

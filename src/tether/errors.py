@@ -129,6 +129,15 @@ class ChildPaused(TetherError):
         self.reason = reason
 
 
+class ChildWaiting(ChildPaused):
+    """A sub-agent run parked on its waits: the node that runs it waits with it."""
+
+    def __init__(self, run_id: str, keys: list[str], wake_at_us: int) -> None:
+        super().__init__(run_id, f"waiting for {', '.join(keys)}")
+        self.keys = keys
+        self.wake_at_us = wake_at_us
+
+
 class ChildFailed(TetherError):
     """A sub-agent run finished without succeeding."""
 

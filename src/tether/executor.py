@@ -17,6 +17,7 @@ from tether.core import Node, NodeResult, Sleep, Spawn, Wait
 from tether.errors import (
     ChildFailed,
     ChildPaused,
+    ChildWaiting,
     InvalidSpawn,
     NodeTimeout,
     OutputNotSerializable,
@@ -91,6 +92,8 @@ class RunExecutor:
         self.codec = runtime.new_codec()
         self._failure: str | None = None
         self._pause: str | None = None
+        # Nodes whose sub-agent run parked on its waits: this run parks with them.
+        self._child_waits: dict[str, ChildWaiting] = {}
         # Set by Runtime.cancel: stop launching, cancel what is in flight, record CANCELLED.
         self.cancelling = asyncio.Event()
         self.finished = asyncio.Event()
@@ -294,6 +297,9 @@ class RunExecutor:
             # node stays unrecorded and the run pauses with the reason.
             self._pause = self._pause or str(exc)
             return []
+        if isinstance(exc, ChildWaiting) and not self.runtime.draining.is_set():
+            self._child_waits[node_id] = exc
+            return []
         if isinstance(exc, ChildPaused):
             # A child drained along with this run is not a reason of its own: the run
             # pauses for the drain and stays runnable.
@@ -339,10 +345,16 @@ class RunExecutor:
             status = Status.PAUSED
             reason = "drain" if rt.draining.is_set() and not self._pause else self._pause or "drain"
             record = run_paused(reason)
-        elif g.open_waits:
-            # Parked: the run is a row with a wake-up time until an event or a deadline.
+        elif g.open_waits or self._child_waits:
+            # Parked: the run is a row with a wake-up time until an event or a deadline,
+            # its own or its sub-agent runs' (keys `child_run_id/key`).
             status = Status.WAITING
-            record = run_waiting([w.key for w in g.pending_waits()], g.wake_at_us())
+            keys = [w.key for w in g.pending_waits()]
+            wakes = [g.wake_at_us()]
+            for child in self._child_waits.values():
+                keys += [f"{child.run_id}/{key}" for key in child.keys]
+                wakes.append(child.wake_at_us)
+            record = run_waiting(keys, min((w for w in wakes if w), default=0))
         else:
             status = Status.FAILED
             stuck = [n for n, s in g.nodes.items() if s.completed is None][:5]

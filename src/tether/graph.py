@@ -233,7 +233,7 @@ class Graph:
             raise GraphError(f"completes node {nid} before its parents")
         if nid in self._wait_ids:
             self._check_wait_done(nid, nc)
-        if spawned:
+        if spawned and not _one_plain_successor(nid, spawned, self._specs):
             self._check_spawned(nid, spawned)
 
     def _check_wait_done(self, nid: str, nc: NodeCompleted | None) -> None:
@@ -293,17 +293,8 @@ class Graph:
                     raise GraphError(f"completes node {nid} before its parents")
                 if nid in self._wait_ids:
                     self._check_wait_done(nid, nc)
-                for spec, sid, parents in spawned:
-                    # _check_spawned, inlined for the common successor (see below).
-                    if (
-                        sid in specs
-                        or len(spawned) > 1
-                        or len(parents) != 1
-                        or parents[0] != nid
-                        or spec.HasField("wait")
-                    ):
-                        self._check_spawned(nid, spawned)
-                        break
+                if spawned and not _one_plain_successor(nid, spawned, specs):
+                    self._check_spawned(nid, spawned)
             self.next_seq += 1
             at = record.at_us
             if at > self.last_at_us:
@@ -436,6 +427,17 @@ class Graph:
 
 # A spawned spec with the two fields the graph reads, read once.
 _Spawned = tuple[NodeSpec, str, Sequence[str]]
+
+
+def _one_plain_successor(nid: str, spawned: list[_Spawned], specs: dict[str, NodeSpec]) -> bool:
+    """The common spawn, which needs no more checking: one new node, not a wait, whose
+    only parent is the node just recorded (a chain's next step, an agent's next turn)."""
+    if len(spawned) != 1:
+        return False
+    spec, sid, parents = spawned[0]
+    return (
+        sid not in specs and len(parents) == 1 and parents[0] == nid and not spec.HasField("wait")
+    )
 
 
 def _unpack(specs: Iterable[NodeSpec]) -> list[_Spawned]:

@@ -57,6 +57,7 @@ class Metrics:
         except ImportError as exc:  # the extra is not installed
             raise ImportError("metrics need `pip install 'tether[metrics]'`") from exc
         r = self.registry = registry or CollectorRegistry()
+        self._children: dict[tuple[int, str], Any] = {}
         self.runs = Gauge(
             "tether_runs", "Runs in the store by status (sampled).", ["status"], registry=r
         )
@@ -126,7 +127,7 @@ class Metrics:
                 node = record.node_completed
                 if node.finished_at_us >= node.started_at_us > 0:
                     took = (node.finished_at_us - node.started_at_us) / 1e6
-                    self.node_seconds.labels(node.kind).observe(took)
+                    self._child(self.node_seconds, node.kind).observe(took)
             case "node_failed":
                 self.nodes_failed.labels(record.node_failed.kind).inc()
             case "run_started":
@@ -140,8 +141,16 @@ class Metrics:
                 assert_never(never)
 
     def appended(self, kind: str, records: int, seconds: float) -> None:
-        self.append_seconds.labels(kind).observe(seconds)
-        self.appends.labels(kind).inc(records)
+        self._child(self.append_seconds, kind).observe(seconds)
+        self._child(self.appends, kind).inc(records)
+
+    def _child(self, metric: Any, label: str) -> Any:
+        """`metric.labels(label)`, cached: labels() takes a lock and builds a key each call."""
+        key = (id(metric), label)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(label)
+        return child
 
     def append_failed(self, exc: BaseException) -> None:
         from tether.errors import StaleEpoch

@@ -16,6 +16,7 @@ from tether.delivery import Delivered, deliver
 from tether.errors import (
     ChildFailed,
     ChildPaused,
+    ChildWaiting,
     ConflictingRecord,
     CorruptRecord,
     RecordTooLarge,
@@ -389,7 +390,10 @@ class Runtime:
         if outcome.status is Status.PAUSED:
             raise ChildPaused(run_id, outcome.reason)
         if outcome.status is Status.WAITING:
-            raise ChildFailed(run_id, f"a sub-agent run cannot wait yet ({outcome.reason})")
+            # The parent parks too; an event for the child (its run id and key) queues the
+            # parent, whose node then runs again and continues the child from its log.
+            g = outcome.graph
+            raise ChildWaiting(run_id, [w.key for w in g.pending_waits()], g.wake_at_us())
         if outcome.status is not Status.SUCCEEDED:
             raise ChildFailed(run_id, outcome.reason)
         g = outcome.graph

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anthropic
@@ -43,17 +42,15 @@ async def test_openai_sdk_waits_out_429s_then_succeeds(
     busy = [RateLimited(retry_after=0.05), RateLimited(retry_after=0.05)]
     models.scripts.add("busy", [Turn(text="finally", faults=busy)])
 
-    started = time.monotonic()
     completion = await oai.with_options(max_retries=2).chat.completions.create(
         model="script:busy", messages=OAI_USER
     )
-    elapsed = time.monotonic() - started
 
     assert completion.choices[0].message.content == "finally"
     assert [r.outcome for r in models.requests] == ["rate_limited", "rate_limited", "ok"]
     assert [r.attempt for r in models.requests] == [0, 1, 2]
-    # The SDK honoured retry-after-ms (2 x 50 ms) instead of its own ~0.5 s backoff.
-    assert 0.1 <= elapsed < 0.9
+    # That the SDK waited the 2 x 50 ms of retry-after-ms, not its own ~0.5 s back-off, is
+    # timed in `python -m bench` (family model_server).
 
 
 async def test_anthropic_sdk_sees_429_then_retries_to_success(
@@ -204,19 +201,12 @@ async def test_latency_and_chunk_delay_are_simulated(
     models.scripts.add("slow", [Turn(text="slow", latency=0.15)])
     models.scripts.add("drip", [Turn(text="w1 w2 w3 w4", chunk_delay=0.04)])
 
-    started = time.monotonic()
-    await oai.chat.completions.create(model="script:slow", messages=OAI_USER)
-    slow = time.monotonic() - started
-
-    arrivals: list[float] = []
-    started = time.monotonic()
+    slow = await oai.chat.completions.create(model="script:slow", messages=OAI_USER)
+    assert slow.choices[0].message.content == "slow"
     stream = await oai.chat.completions.create(model="script:drip", messages=OAI_USER, stream=True)
-    async for _ in stream:
-        arrivals.append(time.monotonic() - started)
-
-    assert slow >= 0.15
-    # role, four words, finish, [DONE] (not yielded): six chunks, the last one sent
-    # after five gaps of 40 ms. (The SDK may read ahead, so earlier arrival times are
-    # not a clean measure of the gaps.)
-    assert len(arrivals) == 6
-    assert arrivals[-1] >= 5 * 0.04
+    chunks = [chunk async for chunk in stream]
+    # role, four words, finish, [DONE] (not yielded): six chunks. The latency and the 40 ms
+    # gaps themselves are timed in `python -m bench` (family model_server).
+    assert len(chunks) == 6
+    words = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert words == "w1 w2 w3 w4"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -155,12 +154,11 @@ async def test_the_log_records_what_was_asked_and_answered(
     assert models.requests_for("script:other") == []
 
 
-async def test_requests_are_served_concurrently(
+async def test_requests_sent_at_once_are_all_answered(
     models: LocalModelServer, oai: openai.AsyncOpenAI
 ) -> None:
     models.scripts.add("slow", [Turn(text="done", latency=0.3)])
 
-    started = time.monotonic()
     replies = await asyncio.gather(
         *(
             oai.chat.completions.create(
@@ -169,8 +167,8 @@ async def test_requests_are_served_concurrently(
             for i in range(5)
         )
     )
-    elapsed = time.monotonic() - started
 
     assert [r.choices[0].message.content for r in replies] == ["done"] * 5
-    # Five 300 ms turns one after another would take 1.5 s.
-    assert elapsed < 0.9
+    assert [r.outcome for r in models.requests] == ["ok"] * 5
+    # That they were served at once, not one after another, is timed in `python -m bench`
+    # (family model_server): a unit test asserts no wall-clock threshold.

@@ -110,6 +110,8 @@ async def test_a_run_killed_mid_tool_resumes_in_another_process_asking_nothing_r
             "resume",
             run_id,
             "--quiet",
+            # The killed process's lease is still running: wait for it to end.
+            "--wait",
             env=_env(durable_store_url, server.openai_base_url),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -222,3 +222,83 @@ async def test_mcp_tool_listing_and_calls_are_steps(
         "clerk__mcp_server__inventory.call_tool",
         "clerk__model.request",
     ]
+
+
+async def test_streamed_tokens_reach_the_event_stream_and_are_never_logged(
+    store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    model = OpenAIChatModel("script:forecaster", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(model, name="weather", capabilities=[TetherDurability(stream_tokens=True)])
+    agent.tool_plain(name="forecast")(lambda city: f"{city} sunny")
+    runtime = Runtime(store)
+    tokens: list[str] = []
+    runtime.events.on_event(
+        lambda run_id, node_id, e: tokens.append(e["text"]) if e["type"] == "token" else None
+    )
+    durable = TetherAgent(agent, name="test.pydantic_ai.streaming")
+    outcome = await durable.run("Weather?", runtime=runtime)
+    assert outcome.status is Status.SUCCEEDED, outcome.reason
+    assert "".join(tokens) == outcome.result["content"] == "Forecast: Oslo sunny; Paris sunny"
+    assert all(r.stream for r in models.requests)
+    # Tokens are no records: the log holds whole model responses, tool calls and tool events.
+    names = {s.name for s in await steps_of(store, outcome.run_id)}
+    assert names == {
+        "weather__model.request_stream",
+        "weather__function_toolset__<agent>.call_tool:forecast",
+        "weather__event_stream_handler",
+    }
+
+
+def cleaner(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
+    said = [m.text for m in messages if m.role == "tool"]
+    if not said:
+        return Turn(
+            tool_calls=[
+                ToolCall("delete_file", {"path": "/tmp/a"}),
+                ToolCall("delete_file", {"path": "/etc/passwd"}),
+            ]
+        )
+    return Turn(text="Done: " + " | ".join(said))
+
+
+async def test_tools_that_need_approval_wait_durably_for_a_person(
+    durable_store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    from pydantic_ai import DeferredToolRequests
+
+    models.scripts.add("cleaner", cleaner)
+    model = OpenAIChatModel("script:cleaner", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(
+        model,
+        name="cleaner",
+        output_type=[str, DeferredToolRequests],
+        capabilities=[TetherDurability()],
+    )
+    deleted: list[str] = []
+
+    @agent.tool_plain(requires_approval=True)
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        deleted.append(path)
+        return f"deleted {path}"
+
+    durable = TetherAgent(agent, name="test.pydantic_ai.cleaner")
+    rt = Runtime(durable_store)
+    parked = await durable.run("Clean up.", runtime=rt)
+    assert parked.status is Status.WAITING, parked.reason
+    waits = {w.key: w for w in parked.graph.pending_waits()}
+    asked = {
+        (await rt.new_codec().decode(w.spec.data))["arguments"]["path"]: k for k, w in waits.items()
+    }
+    assert set(asked) == {"/tmp/a", "/etc/passwd"} and deleted == []
+    await rt.signal(parked.run_id, asked["/tmp/a"], {"approve": True})
+    await rt.signal(
+        parked.run_id, asked["/etc/passwd"], {"approve": False, "reason": "never touch /etc"}
+    )
+    # Another process (a fresh runtime) takes it up: the history comes from the log.
+    done = await Runtime(durable_store).resume(parked.run_id)
+    assert done.status is Status.SUCCEEDED, done.reason
+    assert deleted == ["/tmp/a"]
+    assert done.result["content"] == ("Done: deleted /tmp/a | not run: rejected (never touch /etc)")
+    # The model was asked twice in all: once before the approvals, once after.
+    assert [r.turn_index for r in models.requests] == [0, 1]

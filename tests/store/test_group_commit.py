@@ -139,3 +139,14 @@ async def test_a_run_whose_row_is_locked_waits_alone_and_the_others_land(
         await blocker.close()
     for r in ids:
         assert await pg_store.log.read(r) == [(0, b"started"), (1, b"r")]
+
+
+async def test_group_commit_0_in_the_url_sends_every_append_alone(pg_database: str) -> None:
+    async with PostgresStore(f"{pg_database}?group_commit=0") as store:
+        assert store._log._group.statements == 0
+        ids = await _runs(store, "off", 10)
+        assert await _results([store.log.append(r, [(1, b"a")]) for r in ids]) == [None] * 10
+        assert store._log._group.statistics()["group_statements"] == 0
+        assert store._log._group.inflight == 0
+        for r in ids:
+            assert await store.log.read(r) == [(0, b"started"), (1, b"a")]

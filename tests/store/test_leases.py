@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Iterator
 
 import pytest
 
+from tests.clock import ManualClock
+from tether import clock as tether_clock
 from tether.errors import ConflictingRecord, StaleEpoch
 from tether.store import DRAIN, Claim, Renewal, RunInfo, Status, Store
 
 
+@pytest.fixture(autouse=True)
+def clock() -> Iterator[ManualClock]:
+    # Runs are created a second apart on this clock (their creation time orders claims).
+    with tether_clock.use(ManualClock()) as manual:
+        yield manual
+
+
 async def add(store: Store, run_id: str, status: Status, **kw: object) -> None:
+    tether_clock.current().advance(1.0)  # type: ignore[attr-defined]
     await store.runs.create(RunInfo(run_id=run_id, agent="a", status=status, **kw), b"0")  # type: ignore[arg-type]
-    await asyncio.sleep(0.002)  # created_at orders claims
 
 
 async def test_only_runnable_top_level_runs_are_claimed(store: Store) -> None:
@@ -34,8 +43,9 @@ async def test_only_runnable_top_level_runs_are_claimed(store: Store) -> None:
 
 async def test_an_expired_lease_is_claimed_at_a_new_epoch(store: Store) -> None:
     await add(store, "r", Status.QUEUED)
-    [first] = await store.leases.claim("w1", 1, 0.05)
-    await asyncio.sleep(0.1)  # the lease runs out: inherent to the test
+    # A lease that has run out on arrival: PostgreSQL times leases by its own clock, so
+    # a negative ttl rather than a clock moved by the test is what makes it expired.
+    [first] = await store.leases.claim("w1", 1, -1.0)
     [second] = await store.leases.claim("w2", 1, 5.0)
     assert (first.epoch, second.epoch) == (1, 2)
     assert await store.leases.renew("w1", [first], 5.0) == Renewal(["r"], [])

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tether import metrics
+from tether import metrics, tracing
 from tether.agent.mcp import MCPServer, tool_names
 from tether.agent.messages import Message, ToolSpec
 from tether.agent.pricing import cost_of
@@ -187,12 +188,21 @@ class Agent:
         def on_token(text: str) -> None:
             ctx.emit({"type": "token", "text": text})
 
-        reply = await with_retries(
-            lambda: self.provider.complete(self.system, messages, specs, on_token),
-            attempts=self.model_attempts,
-            on_retry=ctx.emit,
+        traces = tracing.active
+        span = (
+            traces.model_call(ctx.run_id, node.node_id, node.attempt, self.model)
+            if traces is not None
+            else contextlib.nullcontext(None)
         )
-        cost = cost_of(self.model, reply.tokens_in, reply.tokens_out)
+        with span as traced:
+            reply = await with_retries(
+                lambda: self.provider.complete(self.system, messages, specs, on_token),
+                attempts=self.model_attempts,
+                on_retry=ctx.emit,
+            )
+            cost = cost_of(self.model, reply.tokens_in, reply.tokens_out)
+            if traced is not None:
+                traced(reply.tokens_in, reply.tokens_out, cost)
         if (m := metrics.active) is not None:
             m.model_call(self.model, reply.tokens_in, reply.tokens_out, cost)
         usage = Usage(reply.tokens_in, reply.tokens_out, cost, model_calls=1)

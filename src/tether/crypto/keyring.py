@@ -16,7 +16,7 @@ import base64
 import json
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,9 @@ class KeyRing:
     def __post_init__(self) -> None:
         if self.current not in self.keys:
             raise KeyRingError(f"key ring: current key {self.current!r} is not in its keys")
+
+    # Per key id: its cipher and nonce key, made once (key setup costs more than a seal).
+    cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def key(self, key_id: str) -> bytes:
         """The key with this id; KeyRingError naming it if the ring lacks it."""

@@ -25,17 +25,26 @@ def _aead(key: bytes) -> AESGCM:
     return AESGCM(key)
 
 
+def _keyed(ring: KeyRing, key_id: str) -> tuple[AESGCM, bytes]:
+    """The cipher and the nonce key of a key of the ring (made once per ring and key)."""
+    found = ring.cache.get(key_id)
+    if found is None:
+        key = ring.key(key_id)
+        nonce_key = hmac.new(key, b"tether nonce v1", hashlib.sha256).digest()
+        found = ring.cache[key_id] = (_aead(key), nonce_key)
+    return found
+
+
 def seal(ring: KeyRing, plaintext: bytes, aad: bytes) -> tuple[str, bytes, bytes]:
     """(key id, nonce, ciphertext) of `plaintext` under the ring's current key."""
-    key = ring.key(ring.current)
-    nonce_key = hmac.new(key, b"tether nonce v1", hashlib.sha256).digest()
-    nonce = hmac.new(nonce_key, aad + b"\0" + plaintext, hashlib.sha256).digest()[:NONCE_BYTES]
-    return ring.current, nonce, _aead(key).encrypt(nonce, plaintext, aad)
+    aead, nonce_key = _keyed(ring, ring.current)
+    nonce = hmac.digest(nonce_key, aad + b"\0" + plaintext, "sha256")[:NONCE_BYTES]
+    return ring.current, nonce, aead.encrypt(nonce, plaintext, aad)
 
 
 def open_sealed(ring: KeyRing, key_id: str, nonce: bytes, ciphertext: bytes, aad: bytes) -> bytes:
     """The plaintext; KeyRingError if the key id is missing or the bytes do not open."""
-    aead = _aead(ring.key(key_id))
+    aead = _keyed(ring, key_id)[0]
     from cryptography.exceptions import InvalidTag
 
     try:

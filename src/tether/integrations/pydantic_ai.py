@@ -15,11 +15,11 @@ Outside a tether node the capability is transparent and the agent runs as usual.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.durable_exec import (
     JSON_CODEC,
     BaseDurabilityCapability,
@@ -31,13 +31,22 @@ from pydantic_ai.durable_exec import (
     ToolsetKind,
     conversation_id_from_run_id,
 )
-from pydantic_ai.tools import AgentDepsT
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    ModelMessagesTypeAdapter,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+)
+from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_core import to_jsonable_python
 
 from tether.agent.pricing import cost_of
 from tether.context import Context
 from tether.core import Budget, Node, NodeResult, Retry, StepResult, Usage
 from tether.executor import Outcome
+from tether.integrations import pydantic_ai_approvals as approvals
 from tether.integrations.scope import current_scope, node_scope
 from tether.registry import Registry
 from tether.runtime import Runtime
@@ -87,12 +96,27 @@ class _StepBackend(JournalCallableOperationBackend[StepOptions]):
         )
 
 
+async def _emit_tokens(run_ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+    """Send a model's streamed text to tether's in-process listeners as `token` events."""
+    scope = current_scope()
+    async for event in events:
+        text = ""
+        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+            text = event.part.content
+        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+            text = event.delta.content_delta
+        if scope is not None and text:
+            scope.ctx.emit({"type": "token", "text": text})
+
+
 class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
     """Makes a pydantic-ai agent durable on tether: each model request and tool call is a step.
 
     `model`, `tool` and `mcp` are the step options (retry policy, timeout) of model requests,
     function tool calls and MCP server calls; a tool's own `metadata={"tether": {...}}`
-    overrides them.
+    overrides them. With `stream_tokens=True` model requests stream, and their text reaches
+    tether's ephemeral event stream as it comes (`token` events, never logged); pydantic-ai
+    then also journals each tool event as a step of its own.
     """
 
     engine_spec = DurabilityEngineSpec(
@@ -120,8 +144,9 @@ class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
         model: StepOptions | None = None,
         tool: StepOptions | None = None,
         mcp: StepOptions | None = None,
+        stream_tokens: bool = False,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, event_stream_handler=_emit_tokens if stream_tokens else None)
         self._model_options: StepOptions = model or {}
         self._tool_options: StepOptions = tool or {}
         self._mcp_options: StepOptions = mcp or {}
@@ -173,6 +198,12 @@ class TetherAgent:
     conversation: each prompt continues the history of the ones before, rebuilt on replay
     from the recorded steps, never stored). Its output is JSON: `{"content": <the last
     output>, "outputs": [...]}`. Submit runs to workers by the registry's name.
+
+    Tools built with `requires_approval=True` (give the agent `output_type=[...,
+    DeferredToolRequests]`) wait for a person: the node records the messages so far and
+    spawns one durable wait per call (`tether signal`, the page, `POST .../signals/{key}`
+    with `{"approve": bool, "reason"?, "arguments"?}`); the run parks until all are answered,
+    then a new node goes on with the answers. `approval_timeout` (seconds) denies unanswered.
     """
 
     def __init__(
@@ -182,6 +213,7 @@ class TetherAgent:
         name: str | None = None,
         retry: Retry | None = None,
         timeout: float | None = None,
+        approval_timeout: float | None = None,
     ) -> None:
         if BaseDurabilityCapability.from_agent(agent) is None:
             raise TypeError(
@@ -192,18 +224,30 @@ class TetherAgent:
         self.name = name or agent.name or ""
         if not self.name:
             raise ValueError("a TetherAgent needs a name: pass name= or give the Agent one")
+        self.approval_timeout = approval_timeout
         self.registry = Registry(self.name, entry="run")
         self.registry.add("run", self._run_node, retry=retry, timeout=timeout)
 
     async def _run_node(self, ctx: Context, node: Node) -> NodeResult:
         spec = node.input if isinstance(node.input, dict) else {"prompt": node.input}
-        prompts: Sequence[str] = spec.get("prompts") or [spec.get("prompt") or ""]
+        history = await approvals.history_of(ctx)
+        answered = await approvals.answers(ctx, spec["approvals"]) if "approvals" in spec else None
+        prompts: list[str | None] = list(spec.get("prompts") or [spec.get("prompt") or ""])
+        if answered is not None:  # first, go on from where the approvals were asked
+            prompts = [None, *spec["prompts"]]
+        before = len(history or [])
         outputs: list[Any] = []
-        history: Any = None
         with node_scope(ctx):
-            for prompt in prompts:
-                result = await self.agent.run(prompt, message_history=history)
-                history = result.all_messages()
+            for i, prompt in enumerate(prompts):
+                result = await self.agent.run(
+                    prompt, message_history=history, deferred_tool_results=answered
+                )
+                answered, history = None, result.all_messages()
+                if isinstance(result.output, DeferredToolRequests):
+                    rest = [p for p in prompts[i + 1 :] if p is not None]
+                    asked = approvals.ask(ctx, result.output, rest, timeout=self.approval_timeout)
+                    mine = ModelMessagesTypeAdapter.dump_python(history[before:], mode="json")
+                    return NodeResult({"messages": mine, "outputs": outputs}, spawn=asked)
                 outputs.append(to_jsonable_python(result.output))
         return NodeResult({"content": outputs[-1], "outputs": outputs}, is_result=True)
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
+from tether import clock
 from tether.errors import RunExists, StaleEpoch, UnknownRun
 from tether.store.base import (
     DRAIN,
@@ -71,8 +72,8 @@ class MemoryRuns(RunTable):
     ) -> None:
         if info.run_id in self._s.runs:
             raise RunExists(info.run_id)
-        now = time.time()
-        lease_until = None if lease_s is None else now + lease_s
+        now = clock.now()  # creation time orders claims; tests set it
+        lease_until = None if lease_s is None else time.time() + lease_s
         self._s.runs[info.run_id] = replace(
             info, created_at=now, updated_at=now, lease_until=lease_until
         )

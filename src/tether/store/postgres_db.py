@@ -21,7 +21,16 @@ _UNAVAILABLE_STATES = {"57P01", "57P02", "57P03"}
 # `statement_cache_size=0` turns asyncpg's named prepared statements off, as PgBouncer in
 # transaction mode needs (a named statement lives on one server connection, and the next
 # transaction may run on another).
-POOL_OPTIONS = ("min_size", "max_size", "command_timeout", "statement_cache_size")
+# `group_commit=N`: appends in flight before the next one queues to share a statement with
+# other runs' appends (default 2); 0 sends every append alone (e.g. on Citus, where a fence
+# over several runs spans shards).
+POOL_OPTIONS = (
+    "min_size",
+    "max_size",
+    "command_timeout",
+    "statement_cache_size",
+    "group_commit",
+)
 # Seconds a statement may take before the store gives up on its connection. Without a
 # bound, a statement on a connection whose packets are dropped (a network partition: no
 # RST, no FIN) waits for TCP to give up, which takes hours. Replay of a very large run
@@ -103,6 +112,7 @@ class PgPool:
         self.min_size = int(min(min_size or options.get("min_size", 1), self.max_size))
         self.command_timeout = options.get("command_timeout", DEFAULT_COMMAND_TIMEOUT)
         self.statement_cache_size = int(options.get("statement_cache_size", 100))
+        self.group_commit = int(options.get("group_commit", 2))
         self._pool: asyncpg.Pool | None = None
 
     async def open(self) -> None:

@@ -1,11 +1,11 @@
 """Group commit on PostgreSQL: appends of many runs share one INSERT while others are in flight.
 
 An append goes out alone, at once, whenever fewer than `statements` appends are in flight
-(so a lone run never waits for a batch that will not come). Otherwise it queues; when a
-statement finishes, everything queued (one append per run, up to `max_rows` rows) leaves
-as one `append_group` statement, led by the first waiter, and each waiter gets its own
-run's count of inserted rows. The caller judges a short count (retry, conflict, fence)
-for its run alone, exactly as after a lone append.
+(so a lone run never waits for a batch that will not come; `statements=0`: always).
+Otherwise it queues; when a statement finishes, everything queued (one append per run, up
+to `max_rows` rows) leaves as one `append_group` statement, led by the first waiter, and
+each waiter gets its own run's count of inserted rows. The caller judges a short count
+(retry, conflict, fence) for its run alone, exactly as after a lone append.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class GroupCommit:
         alone: Callable[[], Awaitable[int]],
     ) -> int:
         """Rows of this append inserted, by `alone()` or by a shared statement."""
-        if self.inflight < self.statements:
+        if self.inflight < self.statements or self.statements == 0:
             self.inflight += 1
             try:
                 return await alone()

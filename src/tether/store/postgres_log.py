@@ -38,7 +38,7 @@ class PostgresLog(LogStore):
         self._db = db
         self._notifier = AppendNotifier(db)
         # Appends of many runs share one statement while others are in flight.
-        self._group = GroupCommit(db)
+        self._group = GroupCommit(db, statements=db.group_commit)
 
     def appended(self, run_id: str, seq: int) -> None:
         """Note records up to `seq` appended by another statement (a run's finish)."""

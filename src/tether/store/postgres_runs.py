@@ -6,6 +6,7 @@ import time
 
 import asyncpg
 
+from tether import clock
 from tether.errors import ConflictingRecord, RunExists, StaleEpoch, UnknownRun
 from tether.store.base import EVERY_RUN, RunFilter, RunInfo, RunTable, Status
 from tether.store.postgres_db import PgPool, rowcount
@@ -44,7 +45,7 @@ class PostgresRuns(RunTable):
             info.status.value,
             info.parent_run_id,
             info.reason,
-            time.time(),
+            clock.now(),
             info.owner,
             info.epoch,
             first_record,
