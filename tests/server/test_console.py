@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -64,6 +65,18 @@ async def until_paused(client: TetherClient, run_id: str) -> None:
         while status != "paused":
             status = (await client.get(run_id))["status"]
             await asyncio.sleep(0.05)  # polling the API: there is no event to wait on
+
+
+def on_node(driver: WebDriver, kind: str, act: Any) -> None:
+    """Find the graph's node of `kind` and act on it; the graph redraws as records arrive,
+    so an element found a moment ago may be gone: find it again."""
+    for _ in range(50):
+        try:
+            act(driver.find_element(By.CSS_SELECTOR, f'#graph g.node[aria-label^="{kind}"]'))
+            return
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"the {kind} node kept being redrawn")
 
 
 def listed(driver: WebDriver) -> list[tuple[str, str]]:
@@ -161,7 +174,7 @@ async def test_a_run_page_shows_input_answer_tokens_outputs_an_image_and_child_l
     assert "first look it up, then draw it" in turns[0].text
 
     # The draw node's panel: its output, its cost, and the PNG it attached, shown inline.
-    browser.find_element(By.CSS_SELECTOR, '#graph g.node[aria-label^="draw"]').click()
+    on_node(browser, "draw", lambda node: node.click())
     panel = browser.find_element(By.ID, "panel")
     await until(lambda: panel.find_elements(By.TAG_NAME, "img"))
     assert "$0.0021" in panel.text and "120 in · 30 out" in panel.text
@@ -171,12 +184,12 @@ async def test_a_run_page_shows_input_answer_tokens_outputs_an_image_and_child_l
     assert width == 48  # the real image, read through the page's own session
 
     # Keyboard: Tab to the research node and open it with Enter; it links its child run.
-    research = browser.find_element(By.CSS_SELECTOR, '#graph g.node[aria-label^="research"]')
-    research.send_keys(Keys.ENTER)
-    link = await until(lambda: panel.find_elements(By.CSS_SELECTOR, "a.child-run"))
-    child = link[0].text
+    on_node(browser, "research", lambda node: node.send_keys(Keys.ENTER))
+    await until(lambda: panel.find_elements(By.CSS_SELECTOR, "a.child-run"))
+    child = browser.execute_script("return document.querySelector('#panel a.child-run').text")
     assert child.startswith(run_id + ".")
-    link[0].click()
+    # Clicked in the page: the panel redraws as records arrive, a found element may go stale.
+    browser.execute_script("document.querySelector('#panel a.child-run').click()")
     # Another run: this page session does not reach it, so the sign-in form asks.
     sign_in(browser, TOKEN)
     state = await wait_page(browser, lambda s: s["finished"])
@@ -297,7 +310,7 @@ async def test_the_console_passes_an_automated_accessibility_check(
     found["runs list"] = axe_violations(browser)
     browser.get(f"{server.url}/runs/{tour}")  # the tab's token signs the page in
     await wait_page(browser, lambda s: s["finished"])
-    browser.find_element(By.CSS_SELECTOR, '#graph g.node[aria-label^="draw"]').click()
+    on_node(browser, "draw", lambda node: node.click())
     await until(lambda: browser.find_elements(By.CSS_SELECTOR, "#panel img"))
     found["run page with a node open"] = axe_violations(browser)
     browser.get(f"{server.url}/runs/{paused}")
