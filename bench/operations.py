@@ -85,7 +85,7 @@ async def prune_lines(backend: str, url: str, runs: int, rows: int) -> list[Line
     return [
         Line(FAMILY, f"prune {runs:,} runs x {rows} rows, {backend}", runs / took, "runs/s",
              "one unbounded DELETE of as many runs", runs / floor_s,
-             note=f"{report.rows / took:,.0f} rows/s; batches of 200 runs, 5,000 rows"),
+             note=f"{report.rows / took:,.0f} rows/s; pages of 500 runs, <= 5,000 rows a commit"),
     ]  # fmt: skip
 
 

@@ -76,6 +76,7 @@ TINY: dict[str, list[tuple[object, str, object]]] = {
     "agent": [],
     "workers": [(workers, "PROCESSES", (1, 2)), (workers, "NODES", 2)],
     "partitions": [(partitions, "PARTITIONS", 4), (partitions, "LOAD_NODES", 40)],
+    "operations": [],
     "steps": [(steps, "TURNS", 5)],
 }
 

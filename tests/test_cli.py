@@ -150,9 +150,11 @@ def test_budget_pause_and_resume_with_more(tmp_path: Path) -> None:
         (("show", "nope"), "unknown run 'nope'"),
         (("resume", "nope"), "unknown run 'nope'"),
         (("--db", "mysql://x", "runs"), "unsupported store URL"),
+        (("runs", "--db", "mysql://x"), "unsupported store URL"),  # after the subcommand
     ],
 )
 def test_bad_input_gets_a_clear_error(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    tether(tmp_path, "db", "migrate")  # a store exists: read-only commands find it
     proc = tether(tmp_path, *args, check=False)
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
@@ -167,3 +169,40 @@ def test_db_migrate_on_postgres(tmp_path: Path, empty_pg_database: str) -> None:
     first = tether(tmp_path, "--db", empty_pg_database, "db", "migrate").stdout
     assert "applied 0001_initial.sql" in first
     assert "up to date" in tether(tmp_path, "--db", empty_pg_database, "db", "migrate").stdout
+
+
+@pytest.mark.parametrize(
+    "args", [("runs",), ("runs", "--json"), ("show", "nope"), ("blobs", "verify", "nope")]
+)
+def test_read_only_commands_against_an_empty_directory_create_nothing(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    proc = tether(tmp_path, *args, check=False)
+    assert proc.returncode == 2
+    out = " ".join(proc.stdout.split())
+    assert f"no tether store at {tmp_path / '.tether' / 'tether.db'}" in out
+    assert "tether db migrate" in out  # what to run
+    assert list(tmp_path.iterdir()) == []  # no database file, no directory, no blobs
+
+
+def test_read_only_commands_against_an_unmigrated_store_say_what_to_run(tmp_path: Path) -> None:
+    import sqlite3
+
+    (tmp_path / ".tether").mkdir()
+    sqlite3.connect(tmp_path / ".tether" / "tether.db").close()  # an empty file: no schema
+    proc = tether(tmp_path, "runs", check=False)
+    assert proc.returncode == 2
+    assert "lacks migrations" in proc.stdout and "tether db migrate" in proc.stdout
+    tables = sqlite3.connect(tmp_path / ".tether" / "tether.db").execute(
+        "SELECT name FROM sqlite_master"
+    )
+    assert tables.fetchall() == []  # nothing was created
+
+
+def test_global_options_work_after_the_subcommand(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'other.db'}"
+    tether(tmp_path, "db", "migrate", "--db", db)
+    tether(tmp_path, "--db", db, "submit", "demo")
+    after = json.loads(tether(tmp_path, "runs", "--json", "--db", db).stdout)
+    before = json.loads(tether(tmp_path, "--db", db, "runs", "--json").stdout)
+    assert len(after) == len(before) == 1

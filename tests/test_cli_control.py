@@ -123,3 +123,47 @@ def test_two_resumes_at_once_execute_the_run_once(tmp_path: Path) -> None:
     assert "is running by" in loser or "has finished" in loser, loser
     ids = node_ids(tmp_path, run_id)
     assert len(ids) == len(set(ids)) == 9
+
+
+def test_a_worker_executes_a_run_queued_with_a_10_kb_input_through_the_blob_store(
+    tmp_path: Path,
+) -> None:
+    # Queued as `tether serve` queues it: through a runtime with the default blob store, so
+    # the 10 KB input is offloaded and the record keeps only its ref.
+    import asyncio
+
+    from tether import Runtime, Status
+    from tether.blobs.factory import default_blob_url, open_blob_store
+    from tether.records import decode_log
+    from tether.store import store_from_url
+
+    db = f"sqlite:///{tmp_path / '.tether' / 'tether.db'}"
+    big = {"width": 2, "pad": "x" * 10_000}
+
+    async def queue() -> str:
+        async with store_from_url(db) as store, open_blob_store(default_blob_url(db)) as blobs:
+            run_id = await Runtime(store, blobs=blobs).submit("tests.agents:fanout", big)
+            [first] = decode_log(run_id, await store.log.read_all(run_id))
+            assert first.run_started.input.WhichOneof("kind") == "blob"  # offloaded
+            return run_id
+
+    run_id = asyncio.run(queue())
+    e = env(tmp_path)
+    e["PYTHONPATH"] += f":{Path(__file__).resolve().parents[1]}"  # `tests.agents`
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tether", "worker", "--poll", "0.2"],
+        cwd=tmp_path,
+        env=e,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while (r := row(tmp_path, run_id))["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, r
+            time.sleep(0.2)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=60)
+    assert r["status"] == Status.SUCCEEDED.value, (r, out)

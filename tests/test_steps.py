@@ -155,3 +155,49 @@ async def test_steps_show_as_children_of_their_node(store: Store) -> None:
     assert step_view["body"] == "step_recorded"
     assert step_view["step"] == {"index": 0, "name": "plan", "attempt": 1}
     assert step_view["output"] == {"name": "plan", "i": 0}
+
+
+async def test_tether_show_lists_steps_under_their_node(store: Store) -> None:
+    from rich.console import Console
+
+    from tether.display import graph_tree
+
+    outcome = await Runtime(store).start(sa.steps_agent, None)
+    console = Console(record=True, width=120)
+    console.print(graph_tree(await Runtime(store).load(outcome.run_id)))
+    text = console.export_text()
+    lines = [line.strip(" │├└─") for line in text.splitlines()]
+    assert [line.split("  ")[0] for line in lines if line.startswith("step ")] == [
+        "step 0 plan",
+        "step 1 fetch",
+        "step 2 write",
+    ]
+    assert "15 tok" in text
+
+
+def test_a_step_record_that_does_not_fit_the_graph_is_refused() -> None:
+    from tether import records as r
+    from tether.graph import Graph, GraphError
+
+    graph = Graph("g")
+    graph.apply(r.run_started("a", r.json_value(None), entry="flow", root_id="root"))
+
+    def step(node_id: str, index: int) -> Any:
+        out, used = r.json_value(index), r.BudgetUsed()
+        return r.step_recorded(
+            node_id, index, "s", output=out, used=used, attempt=1, started_at_us=0
+        )
+
+    with pytest.raises(GraphError, match="never spawned"):
+        graph.check(step("nope", 0))
+    graph.apply(step("root", 0))
+    with pytest.raises(GraphError, match="a second time"):
+        graph.check(step("root", 0))
+    spec = graph.spec("root")
+    done = r.node_completed(
+        spec, output=r.json_value(1), spawned=(), blobs=(), used=r.BudgetUsed(), attempt=1,
+        started_at_us=0,
+    )  # fmt: skip
+    graph.apply(done)
+    with pytest.raises(GraphError, match="not running"):
+        graph.check(step("root", 1))

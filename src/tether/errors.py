@@ -11,6 +11,10 @@ class StoreError(TetherError):
     """A log or run store operation failed."""
 
 
+class StoreNotReady(StoreError):
+    """A read-only command found no store (or an un-migrated one) where it looked."""
+
+
 class StoreUnavailable(StoreError):
     """The database could not be reached; the operation may be retried."""
 

@@ -263,13 +263,14 @@ class Graph:
             new.add(sid)
 
     def _check_step(self, sr: StepRecorded) -> None:
-        state = self.nodes.get(sr.node_id)
-        if state is None:
-            raise GraphError(f"records step {sr.index} of node {sr.node_id}, never spawned")
-        if state.completed is not None or state.waiting:
-            raise GraphError(f"records step {sr.index} of node {sr.node_id}, which is not running")
-        if state.steps is not None and sr.index in state.steps:
-            raise GraphError(f"records step {sr.index} of node {sr.node_id} a second time")
+        nid, index = sr.node_id, sr.index  # the flat dicts, not a NodeState: once per step
+        if nid not in self._specs:
+            raise GraphError(f"records step {index} of node {nid}, never spawned")
+        if nid in self._done or self._waiting.get(nid):
+            raise GraphError(f"records step {index} of node {nid}, which is not running")
+        steps = self._steps.get(nid)
+        if steps is not None and index in steps:
+            raise GraphError(f"records step {index} of node {nid} a second time")
 
     def apply(self, record: Record, *, checked: bool = False) -> list[str]:
         """Apply one record; return the ids of nodes that became ready."""

@@ -29,7 +29,7 @@ from tether.store.base import RunInfo, Status, Store
 from tether.store.retention import FINISHED, Retention, Rows
 
 # Runs looked at per page, and log rows deleted per transaction.
-DEFAULT_BATCH_RUNS = 200
+DEFAULT_BATCH_RUNS = 500
 DEFAULT_BATCH_ROWS = 5000
 
 

@@ -299,6 +299,12 @@ class Store(ABC):
         """Connect and bring the schema up to date."""
 
     @abstractmethod
+    async def open_existing(self) -> None:
+        """Connect to a store that exists with its schema up to date, creating nothing
+        (no database file, no table): StoreNotReady naming where it looked and what to run
+        otherwise. What read-only commands open."""
+
+    @abstractmethod
     async def close(self) -> None:
         """Release connections."""
 

@@ -357,6 +357,9 @@ class MemoryStore(Store):
     async def open(self) -> None:
         return None
 
+    async def open_existing(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 

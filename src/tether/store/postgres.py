@@ -27,6 +27,7 @@ transaction mode pass `statement_cache_size=0` in the URL's query string.
 
 from __future__ import annotations
 
+from tether.errors import StoreNotReady
 from tether.store.base import Store
 from tether.store.postgres_db import PgPool, wrap_errors
 from tether.store.postgres_leases import PostgresLeases
@@ -60,6 +61,19 @@ class PostgresStore(Store):
     async def open(self) -> None:
         await self.migrate()
         await self._db.open()
+
+    async def open_existing(self) -> None:
+        await self._db.open()
+        wanted = {mig.version for mig in load_migrations("postgres")}
+        done: set[int] = set()
+        if (await self._db.fetch(Q["migrations_table_exists"]))[0][0]:
+            done = {row[0] for row in await self._db.fetch(Q["migrations_done"])}
+        if missing := wanted - done:
+            await self.close()
+            raise StoreNotReady(
+                f"the tether store at {self._db.where} lacks migrations {sorted(missing)}; "
+                "run `tether db migrate --db URL`"
+            )
 
     async def close(self) -> None:
         await self._log.close()

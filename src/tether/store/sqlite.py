@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tether import clock
-from tether.errors import RunExists, StaleEpoch, StoreError, UnknownRun
+from tether.errors import RunExists, StaleEpoch, StoreError, StoreNotReady, UnknownRun
 from tether.store.base import EVERY_RUN, LogStore, RunFilter, RunInfo, RunTable, Status, Store
 from tether.store.queries import load_migrations, load_queries
 from tether.store.sqlite_append import append_rows
@@ -226,6 +226,32 @@ class SqliteStore(Store):
     async def open(self) -> None:
         await self._db.open()
         await self.migrate()
+
+    async def open_existing(self) -> None:
+        if not self.path.is_file():
+            raise StoreNotReady(
+                f"no tether store at {self.path} (sqlite); a command that records runs "
+                "(`tether demo`, `tether submit`, `tether db migrate`) creates it, or point "
+                "--db / TETHER_DATABASE_URL / TETHER_DATA_DIR at an existing one"
+            )
+        await self._db.open()
+        wanted = {mig.version for mig in load_migrations("sqlite")}
+
+        def applied() -> set[int]:
+            conn = self._db.conn
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+            ).fetchone()
+            if found is None:
+                return set()
+            return {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+
+        if missing := wanted - await self._db.call(applied):
+            await self.close()
+            raise StoreNotReady(
+                f"the tether store at {self.path} lacks migrations {sorted(missing)}; "
+                f"run `tether db migrate --db {self.url}`"
+            )
 
     async def close(self) -> None:
         await self._db.close()

@@ -126,6 +126,10 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at double precision NOT NULL
 );
 
+-- name: migrations_table_exists
+-- Whether the record of applied migrations exists (checked without creating it).
+SELECT to_regclass('schema_migrations') IS NOT NULL;
+
 -- name: migrations_done
 -- Versions already applied.
 SELECT version FROM schema_migrations;
@@ -317,16 +321,19 @@ SELECT count(*), coalesce(sum(octet_length(record)), 0)::bigint FROM run_log
 WHERE run_id = ANY($1::text[]);
 
 -- name: delete_log
--- Delete up to N log rows of finished runs, last seqs first, so a pass cut short leaves
--- each log a prefix; one short transaction, so no lock on run_log is held for long.
-WITH gone AS (
-    DELETE FROM run_log WHERE (run_id, seq) IN (
-        SELECT l.run_id, l.seq FROM run_log l JOIN runs r ON r.run_id = l.run_id
-        WHERE l.run_id = ANY($1::text[])
-          AND r.status IN ('succeeded', 'failed', 'cancelled')
-        ORDER BY l.run_id, l.seq DESC
-        LIMIT $2
-    )
+-- Delete up to N log rows of finished runs, each run's last seqs first (so a pass cut short
+-- leaves each log a prefix); one short transaction, so no lock on run_log is held for
+-- long. Each run's rows are found through the primary key backwards and deleted by ctid:
+-- no scan of run_log, however large it is.
+WITH doomed AS (
+    SELECT l.ctid AS tid FROM unnest($1::text[]) AS ids(run_id)
+    JOIN runs r ON r.run_id = ids.run_id AND r.status IN ('succeeded', 'failed', 'cancelled')
+    CROSS JOIN LATERAL (
+        SELECT ctid FROM run_log WHERE run_log.run_id = ids.run_id ORDER BY seq DESC LIMIT $2
+    ) AS l
+    LIMIT $2
+), gone AS (
+    DELETE FROM run_log WHERE ctid = ANY(ARRAY(SELECT tid FROM doomed))
     RETURNING octet_length(record) AS size
 )
 SELECT count(*), coalesce(sum(size), 0)::bigint FROM gone;

@@ -181,11 +181,12 @@ WHERE run_id IN (SELECT value FROM json_each(?));
 
 -- name: delete_log
 -- Delete up to N log rows of finished runs (a JSON array), last seqs first, so a pass cut
--- short leaves each log a prefix; returns each deleted record's size.
+-- short leaves each log a prefix; returns each deleted record's size. Driven by the ids
+-- (primary keys), never by a scan of every finished run.
 DELETE FROM run_log WHERE (run_id, seq) IN (
-    SELECT l.run_id, l.seq FROM run_log l JOIN runs r ON r.run_id = l.run_id
-    WHERE l.run_id IN (SELECT value FROM json_each(?))
-      AND r.status IN ('succeeded', 'failed', 'cancelled')
+    SELECT l.run_id, l.seq FROM json_each(?) AS ids
+    JOIN runs r ON r.run_id = ids.value AND r.status IN ('succeeded', 'failed', 'cancelled')
+    JOIN run_log l ON l.run_id = ids.value
     ORDER BY l.run_id, l.seq DESC
     LIMIT ?
 )

@@ -1,0 +1,90 @@
+"""One wiring for every command and the server: settings read once, pieces opened alike.
+
+Settings come from flags, then the environment, then defaults, in `Settings.from_args`
+only. `open_store` opens the store (read-only commands with `Store.open_existing`, which
+creates nothing), `open_blobs` the blob store (sealed when a key ring is configured), and
+`new_runtime` builds a runtime from both: the CLI's commands, `tether worker`, `tether
+submit` and `tether serve` all get their store, blobs and runtime from here, so a run
+queued by one of them can be executed by any other.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tether.blobs import BlobStore
+from tether.blobs.factory import default_blob_url, open_blob_store
+from tether.heartbeat import DEFAULT_LEASE_TTL
+from tether.runtime import Runtime
+from tether.store import Store, default_url, store_from_url
+
+if TYPE_CHECKING:
+    from tether.crypto.keyring import KeyRing
+
+DEFAULT_GRACE = 25.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Where the store and blobs are, and how runs are owned and drained."""
+
+    db: str
+    # None: `TETHER_BLOB_URL`, else a directory beside the SQLite file (`default_blob_url`).
+    blobs: str | None = None
+    lease_ttl: float = DEFAULT_LEASE_TTL
+    grace: float = DEFAULT_GRACE
+    keys: KeyRing | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Settings:
+        """Flags first, then `TETHER_DATABASE_URL` / `TETHER_DATA_DIR` / `TETHER_BLOB_URL` /
+        `TETHER_KEYS`, then defaults. A malformed key ring stops every command here."""
+        from tether.crypto.keyring import load_ring
+
+        lease_ttl = getattr(args, "lease_ttl", None)
+        grace = getattr(args, "grace", None)
+        return cls(
+            db=getattr(args, "db", None) or default_url(),
+            blobs=getattr(args, "blobs", None),
+            lease_ttl=DEFAULT_LEASE_TTL if lease_ttl is None else lease_ttl,
+            grace=DEFAULT_GRACE if grace is None else grace,
+            keys=load_ring(),
+        )
+
+    def blob_url(self) -> str:
+        return self.blobs or default_blob_url(self.db)
+
+
+@asynccontextmanager
+async def open_store(settings: Settings, *, read_only: bool = False) -> AsyncIterator[Store]:
+    """The store, opened; read-only, it must exist with its schema (nothing is created)."""
+    store = store_from_url(settings.db)
+    if read_only:
+        await store.open_existing()
+    else:
+        await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def open_blobs(settings: Settings) -> BlobStore:
+    """The blob store (an async context manager), sealed when a key ring is configured."""
+    blobs = open_blob_store(settings.blob_url())
+    if settings.keys is None:
+        return blobs
+    from tether.blobs.sealed import SealedBlobStore
+
+    return SealedBlobStore(blobs, settings.keys)
+
+
+def new_runtime(store: Store, settings: Settings, *, blobs: BlobStore | None = None) -> Runtime:
+    """A runtime on `store` (and `blobs`) with the settings' grace, lease TTL and keys."""
+    return Runtime(
+        store, grace=settings.grace, lease_ttl=settings.lease_ttl, keys=settings.keys, blobs=blobs
+    )
