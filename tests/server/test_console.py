@@ -195,7 +195,7 @@ async def test_a_run_page_shows_input_answer_tokens_outputs_an_image_and_child_l
     state = await wait_page(browser, lambda s: s["finished"])
     assert state["status"] == "succeeded"
     assert browser.execute_script("return document.body.dataset.runId") == child
-    assert run_id in browser.find_element(By.ID, "parent").text
+    await until(lambda: run_id in browser.find_element(By.ID, "parent").text)  # drawn next frame
 
 
 async def test_the_sign_in_form_and_the_unknown_run_page(
