@@ -18,6 +18,7 @@ from tether.core import (
 from tether.delivery import Delivered
 from tether.errors import (
     BadEventPayload,
+    BadFork,
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
@@ -55,6 +56,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BadEventPayload",
+    "BadFork",
     "Budget",
     "ChildFailed",
     "ChildPaused",

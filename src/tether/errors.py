@@ -247,3 +247,7 @@ class RunHeldElsewhere(TetherError):
 
 class KeyRingError(TetherError):
     """The encryption key ring is missing, malformed, or lacks a key that sealed data."""
+
+
+class BadFork(TetherError, ValueError):
+    """A fork was asked at a point, or with an override, that the source run does not have."""

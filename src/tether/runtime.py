@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 from tether.blobs import BlobStore
@@ -28,6 +29,7 @@ from tether.errors import (
 )
 from tether.events import EventBus
 from tether.executor import Outcome, RunExecutor
+from tether.fork import fork
 from tether.graph import Graph, GraphError
 from tether.heartbeat import DEFAULT_LEASE_TTL, Heartbeat
 from tether.ids import ROOT_ID, child_run_id, new_run_id
@@ -132,6 +134,31 @@ class Runtime:
         RunHeldElsewhere if another process holds the run for longer than `wait_s`.
         """
         return await deliver(self, run_id, key, payload, event_id=event_id or "", wait_s=wait_s)
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at_seq: int | None = None,
+        before_node: str | None = None,
+        set_outputs: Mapping[str, Any] | None = None,
+        budget: Budget | None = None,
+    ) -> str:
+        """Create a queued run whose history is `run_id`'s records up to `at_seq` (or up to
+        just before `before_node` was recorded), with the outputs in `set_outputs` replacing
+        those recorded; return its id. Nodes pending there run again when it is taken up.
+
+        UnknownRun; BadFork (nothing stored) for a seq past the end or at the run's end, an
+        unknown or unrecorded node, an override of a node not completed by then.
+        """
+        return await fork(
+            self,
+            run_id,
+            at_seq=at_seq,
+            before_node=before_node,
+            set_outputs=set_outputs,
+            budget=budget,
+        )
 
     def drain(self) -> None:
         """Stop launching nodes everywhere; in-flight ones finish and are recorded, runs pause.
