@@ -19,6 +19,8 @@ from tether.delivery import Delivered
 from tether.errors import (
     BadEventPayload,
     BadFork,
+    BadInput,
+    BadRunId,
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
@@ -57,6 +59,8 @@ __version__ = "0.1.0"
 __all__ = [
     "BadEventPayload",
     "BadFork",
+    "BadInput",
+    "BadRunId",
     "Budget",
     "ChildFailed",
     "ChildPaused",

@@ -69,6 +69,19 @@ class RunBusy(TetherError):
         self.lease_left = lease_left
 
 
+class BadInput(TetherError):
+    """A run's input does not fit the shape its agent declares (nothing was recorded)."""
+
+    def __init__(self, agent: str, problem: str) -> None:
+        super().__init__(f"agent {agent!r}: bad input: {problem}")
+        self.agent = agent
+        self.problem = problem
+
+
+class BadRunId(TetherError):
+    """A run id given by a caller is empty, too long, or uses characters outside the set."""
+
+
 class RunExists(TetherError):
     """A run with this id already exists."""
 

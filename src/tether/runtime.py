@@ -33,6 +33,7 @@ from tether.fork import fork
 from tether.graph import Graph, GraphError
 from tether.heartbeat import DEFAULT_LEASE_TTL, Heartbeat
 from tether.ids import ROOT_ID, child_run_id, new_run_id
+from tether.inputs import check_run_id
 from tether.records import (
     decode_log,
     dump_json,
@@ -230,6 +231,9 @@ class Runtime:
         # The run keeps the name it was asked for by (`pkg.mod:agent`, an entry point), so
         # a worker in another process can find the agent the same way.
         name = agent if isinstance(agent, str) else registry.name
+        if parent is None:  # checked at the door: nothing is recorded for a bad input or id
+            run_id = check_run_id(run_id) if run_id is not None else new_run_id()
+            input = registry.check_input(input)
         run_id = run_id or new_run_id()
         record = run_started(
             name,
