@@ -18,7 +18,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+try:
+    import httpx
+except ImportError as exc:  # the extra is not installed
+    raise ImportError("tether.client needs httpx: pip install 'tether[client]'") from exc
 
 from tether.errors import TetherError
 

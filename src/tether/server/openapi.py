@@ -32,6 +32,13 @@ def _op(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]
     return {"summary": summary, "responses": {**responses, **_AUTH}, **extra}
 
 
+_LIST_FLAGS = (
+    ("top", "only top-level runs (no sub-agent runs)"),
+    ("usage", "each row gets `usage`: nodes, tokens, cost and wall time so far"),
+    ("children", "each row gets `children`: its sub-agent runs, at any depth"),
+)
+
+
 @cache
 def document() -> dict[str, Any]:
     schemas: dict[str, Any] = {}
@@ -113,6 +120,18 @@ def document() -> dict[str, Any]:
                      "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
                     {"name": "offset", "in": "query", "required": False,
                      "schema": {"type": "integer", "minimum": 0, "maximum": 10**9}},
+                    {"name": "agent", "in": "query", "required": False,
+                     "description": "only runs of this agent",
+                     "schema": {"type": "string", "maxLength": 400}},
+                    {"name": "q", "in": "query", "required": False,
+                     "description": "only runs whose id starts with this",
+                     "schema": {"type": "string", "maxLength": 400}},
+                    {"name": "parent", "in": "query", "required": False,
+                     "description": "only the sub-agent runs of this run",
+                     "schema": {"type": "string", "maxLength": 400}},
+                    *({"name": flag, "in": "query", "required": False, "description": what,
+                       "schema": {"type": "string", "enum": ["0", "1"]}}
+                      for flag, what in _LIST_FLAGS),
                 ],
             ),
         },
