@@ -308,6 +308,11 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, EventRefused):  # 404 no such wait, 409 answered, 422 bad payload
         kinds = {404: "unknown_wait", 409: "wait_completed", 422: "bad_payload"}
         return error(exc.status, kinds.get(exc.status, "event_refused"), str(exc))
+    if isinstance(exc, RunBusy) and exc.owner:
+        # Owners are opaque outside the server (as in run views); the lease left is a detail.
+        owner = server_of(request).publish.owner_id(exc.owner) or ""
+        details = {"owner": owner, "lease_left_s": exc.lease_left}
+        return error(409, "run_busy", str(exc).replace(exc.owner, owner), details)
     if isinstance(exc, RunHeldElsewhere):
         response = error(503, "run_held", str(exc))
         response.headers["Retry-After"] = "1"
