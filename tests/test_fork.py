@@ -22,6 +22,7 @@ from tether import (
     Store,
     UnknownRun,
 )
+from tether.history import checkpoints
 from tether.ids import ROOT_ID, child_id
 from tether.records import body_of, decode_log
 
@@ -160,3 +161,18 @@ async def test_fork_at_the_end_and_of_unknown_run_are_refused(durable_store: Sto
     with pytest.raises(UnknownRun):
         await runtime.fork("no-such-run", at_seq=0)
     assert [i.run_id for i in await durable_store.runs.list()] == [source.run_id]
+
+
+async def test_history_has_one_checkpoint_per_record_naming_its_node(
+    durable_store: Store,
+) -> None:
+    runtime = Runtime(durable_store)
+    source = await runtime.start(tool_chain, 2, run_id=uid("hist"))
+    fork_id = await runtime.fork(source.run_id, at_seq=2)
+    steps = list(checkpoints(await records_of(durable_store, source.run_id)))
+    assert [s.seq for s in steps] == list(range(len(steps)))
+    assert steps[0].kind == "run_started"
+    assert steps[-1].kind == "run_finished" and steps[-1].status == "succeeded"
+    assert {s.node_id for s in steps if s.kind == "node_completed"} == {ROOT_ID, TOOL, ANSWER}
+    head = next(checkpoints(await records_of(durable_store, fork_id)))
+    assert head.note.endswith(f"forked from {source.run_id} at seq 2")
