@@ -18,6 +18,7 @@ from tether.core import (
 from tether.delivery import Delivered
 from tether.errors import (
     BadEventPayload,
+    CannotContinue,
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
@@ -56,6 +57,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BadEventPayload",
     "Budget",
+    "CannotContinue",
     "ChildFailed",
     "ChildPaused",
     "ConflictingRecord",
