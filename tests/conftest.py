@@ -18,10 +18,17 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import boto3
 import pytest
+from hypothesis import settings
 
 from tests.s3server import S3_KEY, S3_REGION, free_port
 from tether.store import Store, store_from_url
 from tether.store.postgres import migrate
+
+# Property tests: `ci` (the default) keeps the suite's time; `local` explores far more.
+# Choose with `pytest --hypothesis-profile=local` (or HYPOTHESIS_PROFILE=local).
+settings.register_profile("ci", max_examples=60)
+settings.register_profile("local", max_examples=500)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 PG_ADMIN_URL = os.environ.get(
     "TETHER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"

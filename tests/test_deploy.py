@@ -60,7 +60,9 @@ def _row(home: Path, db: str, run_id: str) -> dict[str, object]:
 
 
 @pytest.mark.timeout(180)
-def test_invariant_9_unknown_kinds_never_fail_a_run(tmp_path: Path, durable_store_url: str) -> None:
+def test_invariant_10_unknown_kinds_never_fail_a_run(
+    tmp_path: Path, durable_store_url: str
+) -> None:
     """A worker whose release lacks a pending node's kind gives the run back queued with
     why, records nothing and does not claim it again; a worker of the old release then
     finishes it (SQLite and PostgreSQL, real worker processes)."""

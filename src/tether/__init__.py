@@ -18,6 +18,9 @@ from tether.core import (
 from tether.delivery import Delivered
 from tether.errors import (
     BadEventPayload,
+    BadFork,
+    BadInput,
+    BadRunId,
     CannotContinue,
     ChildFailed,
     ChildPaused,
@@ -56,6 +59,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BadEventPayload",
+    "BadFork",
+    "BadInput",
+    "BadRunId",
     "Budget",
     "CannotContinue",
     "ChildFailed",

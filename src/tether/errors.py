@@ -69,6 +69,19 @@ class RunBusy(TetherError):
         self.lease_left = lease_left
 
 
+class BadInput(TetherError):
+    """A run's input does not fit the shape its agent declares (nothing was recorded)."""
+
+    def __init__(self, agent: str, problem: str) -> None:
+        super().__init__(f"agent {agent!r}: bad input: {problem}")
+        self.agent = agent
+        self.problem = problem
+
+
+class BadRunId(TetherError):
+    """A run id given by a caller is empty, too long, or uses characters outside the set."""
+
+
 class RunExists(TetherError):
     """A run with this id already exists."""
 
@@ -260,3 +273,7 @@ class RunHeldElsewhere(TetherError):
 
 class KeyRingError(TetherError):
     """The encryption key ring is missing, malformed, or lacks a key that sealed data."""
+
+
+class BadFork(TetherError, ValueError):
+    """A fork was asked at a point, or with an override, that the source run does not have."""

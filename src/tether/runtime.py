@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 from tether.blobs import BlobStore
@@ -30,9 +31,11 @@ from tether.errors import (
 )
 from tether.events import EventBus
 from tether.executor import Outcome, RunExecutor
+from tether.fork import fork
 from tether.graph import Graph, GraphError
 from tether.heartbeat import DEFAULT_LEASE_TTL, Heartbeat
 from tether.ids import ROOT_ID, child_run_id, new_run_id
+from tether.inputs import check_run_id
 from tether.records import (
     decode_log,
     dump_json,
@@ -135,6 +138,31 @@ class Runtime:
         """
         return await deliver(self, run_id, key, payload, event_id=event_id or "", wait_s=wait_s)
 
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at_seq: int | None = None,
+        before_node: str | None = None,
+        set_outputs: Mapping[str, Any] | None = None,
+        budget: Budget | None = None,
+    ) -> str:
+        """Create a queued run whose history is `run_id`'s records up to `at_seq` (or up to
+        just before `before_node` was recorded), with the outputs in `set_outputs` replacing
+        those recorded; return its id. Nodes pending there run again when it is taken up.
+
+        UnknownRun; BadFork (nothing stored) for a seq past the end or at the run's end, an
+        unknown or unrecorded node, an override of a node not completed by then.
+        """
+        return await fork(
+            self,
+            run_id,
+            at_seq=at_seq,
+            before_node=before_node,
+            set_outputs=set_outputs,
+            budget=budget,
+        )
+
     def drain(self) -> None:
         """Stop launching nodes everywhere; in-flight ones finish and are recorded, runs pause.
 
@@ -205,6 +233,9 @@ class Runtime:
         # The run keeps the name it was asked for by (`pkg.mod:agent`, an entry point), so
         # a worker in another process can find the agent the same way.
         name = agent if isinstance(agent, str) else registry.name
+        if parent is None:  # checked at the door: nothing is recorded for a bad input or id
+            run_id = check_run_id(run_id) if run_id is not None else new_run_id()
+            input = registry.check_input(input)
         run_id = run_id or new_run_id()
         record = run_started(
             name,

@@ -102,6 +102,18 @@ SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, own
        lease_until
 FROM runs WHERE status = $1 ORDER BY created_at DESC, run_id LIMIT $2 OFFSET $3;
 
+-- name: list_runs_where
+-- Runs matching the filters given (a NULL one matches every run), newest first.
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
+       lease_until
+FROM runs
+WHERE ($1::text IS NULL OR status = $1)
+  AND ($2::text IS NULL OR agent = $2)
+  AND ($3::text IS NULL OR starts_with(run_id, $3))
+  AND ($4::text IS NULL OR parent_run_id = $4)
+  AND (NOT $5::boolean OR parent_run_id IS NULL)
+ORDER BY created_at DESC, run_id LIMIT $6 OFFSET $7;
+
 -- name: migrations_lock
 -- Serialize migrate() across processes until this transaction ends (key: "tether" in hex).
 SELECT pg_advisory_xact_lock(x'746574686572'::bigint);

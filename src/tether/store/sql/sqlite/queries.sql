@@ -50,6 +50,17 @@ FROM runs ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until
 FROM runs WHERE status = ? ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
 
+-- name: list_runs_where
+-- Runs matching the filters given (a NULL one matches every run), newest first.
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until
+FROM runs
+WHERE (:status IS NULL OR status = :status)
+  AND (:agent IS NULL OR agent = :agent)
+  AND (:prefix IS NULL OR substr(run_id, 1, length(:prefix)) = :prefix)
+  AND (:parent IS NULL OR parent_run_id = :parent)
+  AND (:top = 0 OR parent_run_id IS NULL)
+ORDER BY created_at DESC, run_id LIMIT :limit OFFSET :offset;
+
 -- name: set_status_fenced
 -- Change a run's status, reason and wake-up time only while its epoch is the caller's.
 UPDATE runs SET status = ?, reason = ?, updated_at = ?, wake_at = ? WHERE run_id = ? AND epoch = ?;
