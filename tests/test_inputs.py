@@ -70,3 +70,12 @@ def test_a_bad_input_shape_is_refused_when_the_agent_is_declared() -> None:
         Registry("test.inputs.badschema", input={"type": "nonsense"})
     with pytest.raises(TypeError, match="pydantic model class or a JSON schema"):
         Registry("test.inputs.badtype", input=42)
+
+
+async def test_the_demo_submitted_without_input_asks_its_default_question(store: Store) -> None:
+    from tether.demo.agent import DEFAULT_QUESTION
+    from tether.records import decode_log
+
+    run_id = await Runtime(store).submit("demo")
+    [first] = decode_log(run_id, await store.log.read_all(run_id))
+    assert first.run_started.input.json == b'{"prompt":"' + DEFAULT_QUESTION.encode() + b'"}'
