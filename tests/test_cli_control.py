@@ -17,6 +17,15 @@ from typing import Any
 from tests.test_cli import answer, env, run_ids, tether
 
 
+def demo_nodes(home: Path) -> list[str]:
+    """The nodes an uninterrupted `tether demo` completes (ids are a function of the run's
+    inputs, so every run of the demo completes the same ones)."""
+    ref = home / "reference"
+    ref.mkdir(exist_ok=True)
+    tether(ref, "demo", "--quiet")
+    return sorted(node_ids(ref, str(run_ids(ref)[0]["run_id"])))
+
+
 def crashed_demo(home: Path, lease_ttl: float) -> str:
     """A `tether demo` SIGKILLed after 5 recorded nodes; its run id."""
     killed = tether(
@@ -54,7 +63,7 @@ def test_resume_of_a_crashed_demo_is_refused_while_its_lease_lasts_then_forced(
     assert f"taking run {run_id} over from {owner}" in " ".join(forced.stdout.split())
     assert answer(forced.stdout) == reference
     ids = node_ids(tmp_path, run_id)
-    assert len(ids) == len(set(ids)) == 9
+    assert len(ids) == len(set(ids)) and sorted(ids) == demo_nodes(tmp_path)
 
 
 def test_a_crashed_demo_turns_orphaned_and_resume_wait_takes_it(tmp_path: Path) -> None:
@@ -96,7 +105,7 @@ def test_a_worker_adopts_a_crashed_demo_after_its_lease(tmp_path: Path) -> None:
     assert worker.returncode == 0, out
     assert f"run {run_id}: claimed at epoch 2" in out
     ids = node_ids(tmp_path, run_id)
-    assert len(ids) == len(set(ids)) == 9
+    assert len(ids) == len(set(ids)) and sorted(ids) == demo_nodes(tmp_path)
 
 
 def test_two_resumes_at_once_execute_the_run_once(tmp_path: Path) -> None:
@@ -123,7 +132,7 @@ def test_two_resumes_at_once_execute_the_run_once(tmp_path: Path) -> None:
     # It came while the winner held the run, or after the winner had finished it.
     assert "is running by" in loser or "has finished" in loser, loser
     ids = node_ids(tmp_path, run_id)
-    assert len(ids) == len(set(ids)) == 9
+    assert len(ids) == len(set(ids)) and sorted(ids) == demo_nodes(tmp_path)
 
 
 def test_a_worker_executes_a_run_queued_with_a_10_kb_input_through_the_blob_store(
@@ -242,3 +251,33 @@ async def logged_completions(db: str, run_id: str) -> list[str]:
     async with store_from_url(db) as store:
         records = decode_log(run_id, await store.log.read_all(run_id))
     return [r.node_completed.node_id for r in records if r.WhichOneof("body") == "node_completed"]
+
+
+def test_a_worker_with_an_unusable_blob_directory_says_so_at_start_up(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a directory")
+    bad = tmp_path / "afile" / "blobs"
+    proc = tether(tmp_path, "worker", "--blobs", str(bad), check=False)
+    assert proc.returncode == 2, proc
+    out = " ".join(proc.stdout.split())
+    assert f"blob store directory {bad} cannot be created" in out, out
+    assert "ready" not in out and "Traceback" not in proc.stderr, proc
+
+
+def test_a_worker_with_an_unreachable_blob_store_says_so_at_start_up(tmp_path: Path) -> None:
+    from tests.s3server import free_port
+
+    url = f"s3://runs/blobs?endpoint=http://127.0.0.1:{free_port()}"  # nothing listens
+    e = env(tmp_path)
+    e.update(AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="k", AWS_REGION="us-east-1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tether", "worker", "--blobs", url],
+        cwd=tmp_path,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc
+    out = " ".join(proc.stdout.split())
+    assert f"blob store '{url}' is not usable" in out and "--blobs" in out, out
+    assert "ready" not in out, out

@@ -31,7 +31,7 @@ from tether.records import Record, budget_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
 from tether.store import RunInfo, Status, Store, default_url, migrate_url
-from tether.wiring import new_runtime, open_blobs
+from tether.wiring import check_blobs, new_runtime, open_blobs
 
 console = Console()
 
@@ -270,6 +270,7 @@ async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
     # The blob store opens now: a misconfigured one is reported at start-up, not at the
     # first run that offloads (a run queued by `tether serve` with a large input).
     async with open_blobs(args.settings) as blobs:
+        await check_blobs(blobs, args.settings)
         runtime = new_runtime(store, args.settings, blobs=blobs)
         return await _work(store, args, runtime)
 
