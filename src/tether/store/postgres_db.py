@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -143,8 +144,11 @@ class PgPool:
                 except (TimeoutError, asyncio.CancelledError):
                     # The statement's reply may never come (a partition): close the socket
                     # now, or releasing the connection waits for a cancellation that
-                    # cannot reach the server either. The pool opens a fresh one.
-                    conn.terminate()
+                    # cannot reach the server either. The pool opens a fresh one. A proxy
+                    # the pool already took back (a cancel during a restart) has nothing
+                    # left to close: the cancellation, not that, is what goes up.
+                    with contextlib.suppress(asyncpg.InterfaceError):
+                        conn.terminate()
                     raise
                 except asyncpg.InternalClientError as exc:
                     # A server's FATAL (pg_terminate_backend, shutdown) that arrives while
