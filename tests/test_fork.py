@@ -9,6 +9,8 @@ from collections import Counter
 import pytest
 
 from tests.agents import fanout, uid
+from tests.step_agents import CALLS, steps_agent
+from tests.waits_agents import approvals
 from tether import (
     BadFork,
     Budget,
@@ -22,6 +24,7 @@ from tether import (
     Store,
     UnknownRun,
 )
+from tether.history import checkpoints
 from tether.ids import ROOT_ID, child_id
 from tether.records import body_of, decode_log
 
@@ -160,3 +163,47 @@ async def test_fork_at_the_end_and_of_unknown_run_are_refused(durable_store: Sto
     with pytest.raises(UnknownRun):
         await runtime.fork("no-such-run", at_seq=0)
     assert [i.run_id for i in await durable_store.runs.list()] == [source.run_id]
+
+
+async def test_history_has_one_checkpoint_per_record_naming_its_node(
+    durable_store: Store,
+) -> None:
+    runtime = Runtime(durable_store)
+    source = await runtime.start(tool_chain, 2, run_id=uid("hist"))
+    fork_id = await runtime.fork(source.run_id, at_seq=2)
+    steps = list(checkpoints(await records_of(durable_store, source.run_id)))
+    assert [s.seq for s in steps] == list(range(len(steps)))
+    assert steps[0].kind == "run_started"
+    assert steps[-1].kind == "run_finished" and steps[-1].status == "succeeded"
+    assert {s.node_id for s in steps if s.kind == "node_completed"} == {ROOT_ID, TOOL, ANSWER}
+    head = next(checkpoints(await records_of(durable_store, fork_id)))
+    assert head.note.endswith(f"forked from {source.run_id} at seq 2")
+
+
+async def test_a_fork_inside_a_wait_keeps_the_wait(durable_store: Store) -> None:
+    runtime = Runtime(durable_store)
+    source = await runtime.start(approvals, {"n": 1}, run_id=uid("wait"))
+    assert source.status is Status.WAITING
+    last = len(await durable_store.log.read_all(source.run_id)) - 1
+    fork_id = await runtime.fork(source.run_id, at_seq=last)
+    parked = await runtime.resume(fork_id)
+    assert parked.status is Status.WAITING
+    assert [w.key for w in parked.graph.pending_waits()] == ["approve-0"]
+    await runtime.signal(fork_id, "approve-0", {"approve": False})
+    done = await runtime.resume(fork_id)
+    assert (done.status, done.result) == (Status.SUCCEEDED, [[0, "rejected"]])
+    # The source still waits for its own answer.
+    assert (await runtime.outcome(source.run_id)).status is Status.WAITING
+
+
+async def test_a_fork_keeps_the_steps_recorded_before_its_seq(durable_store: Store) -> None:
+    runtime = Runtime(durable_store)
+    source = await runtime.start(steps_agent, None, run_id=uid("steps"))
+    records = await records_of(durable_store, source.run_id)
+    steps = [seq for seq, r in enumerate(records) if r.HasField("step_recorded")]
+    assert len(steps) == 3
+    fork_id = await runtime.fork(source.run_id, at_seq=steps[1])  # plan and fetch recorded
+    outcome = await runtime.resume(fork_id)
+    assert (outcome.status, outcome.result) == (Status.SUCCEEDED, source.result)
+    ran = {name: CALLS[f"{fork_id}/{name}"] for name in ("plan", "fetch", "write")}
+    assert ran == {"plan": 0, "fetch": 0, "write": 1}

@@ -19,6 +19,9 @@ from tether.delivery import Delivered
 from tether.errors import (
     BadEventPayload,
     BadFork,
+    BadInput,
+    BadRunId,
+    CannotContinue,
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
@@ -57,7 +60,10 @@ __version__ = "0.1.0"
 __all__ = [
     "BadEventPayload",
     "BadFork",
+    "BadInput",
+    "BadRunId",
     "Budget",
+    "CannotContinue",
     "ChildFailed",
     "ChildPaused",
     "ConflictingRecord",

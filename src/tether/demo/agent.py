@@ -87,6 +87,9 @@ research = Agent(
     tools=[search, calc, analyst, report],
 )
 agent = research.registry
+# `tether submit demo` with no input asks the demo's question, as `tether demo` does.
+DEFAULT_QUESTION = "How do agents survive a rolling deploy?"
+agent.default_input = {"prompt": DEFAULT_QUESTION}
 
 
 def require_approval(tool_name: str = "calc") -> None:

@@ -32,6 +32,7 @@ def urls(run_id: str) -> dict[str, str]:
         "events": f"{base}/events",
         "cancel": f"{base}/cancel",
         "resume": f"{base}/resume",
+        "fork": f"{base}/fork",
         "signals": f"{base}/signals/{{key}}",
         "page": f"/runs/{run_id}",
     }

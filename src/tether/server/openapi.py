@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.server.schemas import ResumeRun, StartRun
+from tether.server.schemas import ForkRun, ResumeRun, StartRun
 from tether.store.base import Status
 
 _REF = "#/components/schemas/{model}"
@@ -42,7 +42,7 @@ _LIST_FLAGS = (
 @cache
 def document() -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    for model in (StartRun, ResumeRun):
+    for model in (StartRun, ResumeRun, ForkRun):
         full = model.model_json_schema(ref_template=_REF)
         schemas.update(full.pop("$defs", {}))
         schemas[model.__name__] = full
@@ -63,6 +63,16 @@ def document() -> dict[str, Any]:
             "type": "object",
             "required": ["run_id", "status", "urls"],
             "properties": {"run_id": {"type": "string"}, "status": {"type": "string"}, "urls": obj},
+        },
+        RunForked={
+            "type": "object",
+            "required": ["run_id", "status", "forked_from", "urls"],
+            "properties": {
+                "run_id": {"type": "string"},
+                "status": {"type": "string"},
+                "forked_from": {"type": "string"},
+                "urls": obj,
+            },
         },
         Run={"type": "object", "required": ["run_id", "status", "budget", "nodes", "counts"]},
         EventRecorded={
@@ -169,6 +179,14 @@ def document() -> dict[str, Any]:
              **_UNKNOWN, **conflict, **bad},
             parameters=[_RUN_ID],
             requestBody=resume_body,
+        )},
+        "/v1/runs/{run_id}/fork": {"post": _op(
+            "a new queued run whose history is this run's records up to `at_seq` (or before "
+            "`before_node` was recorded), with `set_outputs` replacing recorded outputs",
+            {"201": {"description": "the fork, queued", "content": _json("RunForked")},
+             **_UNKNOWN, **bad},
+            parameters=[_RUN_ID],
+            requestBody={"required": True, "content": _json("ForkRun")},
         )},
         "/v1/runs/{run_id}/signals/{key}": {"post": _op(
             "deliver an event (the body is its JSON payload) to the run's wait `key`; "

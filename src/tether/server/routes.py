@@ -15,6 +15,9 @@ from starlette.routing import BaseRoute, Route
 
 from tether import metrics
 from tether.errors import (
+    BadFork,
+    BadInput,
+    BadRunId,
     CorruptRecord,
     EventRefused,
     RunBusy,
@@ -33,6 +36,7 @@ from tether.runtime import parse_config
 from tether.server.blob_route import get_blob
 from tether.server.console import console_page, run_children, run_page
 from tether.server.events import parse_after, record_stream
+from tether.server.fork_route import fork_run
 from tether.server.limits import BodyTooLarge, TooMany
 from tether.server.listing import list_runs, row_view, urls
 from tether.server.openapi import openapi
@@ -304,6 +308,11 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, EventRefused):  # 404 no such wait, 409 answered, 422 bad payload
         kinds = {404: "unknown_wait", 409: "wait_completed", 422: "bad_payload"}
         return error(exc.status, kinds.get(exc.status, "event_refused"), str(exc))
+    if isinstance(exc, RunBusy) and exc.owner:
+        # Owners are opaque outside the server (as in run views); the lease left is a detail.
+        owner = server_of(request).publish.owner_id(exc.owner) or ""
+        details = {"owner": owner, "lease_left_s": exc.lease_left}
+        return error(409, "run_busy", str(exc).replace(exc.owner, owner), details)
     if isinstance(exc, RunHeldElsewhere):
         response = error(503, "run_held", str(exc))
         response.headers["Retry-After"] = "1"
@@ -313,6 +322,9 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         RunExists: (409, "run_exists"),
         RunNotResumable: (409, "run_finished"),
         RunBusy: (409, "run_busy"),
+        BadInput: (422, "bad_input"),
+        BadFork: (422, "bad_fork"),
+        BadRunId: (400, "bad_run_id"),
         UnknownAgent: (422, "unknown_agent"),
         StoreUnavailable: (503, "store_unavailable"),
         CorruptRecord: (500, "corrupt_record"),
@@ -345,6 +357,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/resume", resume_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/fork", fork_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/signals/{key}", signal_run, methods=["POST"]),
         Route("/v1/blobs/{sha256}", get_blob, methods=["GET"]),
         Route("/", console_page, methods=["GET"]),
