@@ -439,6 +439,8 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     console.print(budget_line(graph))
     if graph.reason:
         console.print(f"reason: {graph.reason}")
+    elif info is not None and info.reason and not info.status.finished:
+        console.print(f"{info.state(now)}: {info.reason}")  # e.g. why no worker took it
     if info is not None and info.owner and not info.status.finished:
         left = info.lease_left(now)
         lease = "" if left is None else f", lease {_lease_state(left)}"

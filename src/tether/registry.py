@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -91,6 +91,10 @@ class Registry:
         if spec is None:
             raise UnknownNodeKind(self.name, kind)
         return spec
+
+    def missing(self, kinds: Iterable[str]) -> list[str]:
+        """The kinds of `kinds` this agent has no handler for."""
+        return [k for k in kinds if k not in self._handlers]
 
     @property
     def kinds(self) -> list[str]:
