@@ -4,7 +4,8 @@
 
 Swap the model for a real one (`model="openai:gpt-4.1"` with OPENAI_API_KEY set, or
 `"anthropic:claude-sonnet-4"` with ANTHROPIC_API_KEY) and drop `base_url`: nothing else changes.
-Kill it at any point and run it again with the printed run id to resume.
+It prints its run id as it starts: kill it at any point and run it again with that id to
+resume (`tether show RUN_ID --db sqlite:///.tether/examples.db` shows the run).
 """
 
 from __future__ import annotations
@@ -87,6 +88,17 @@ async def main(resume_run_id: str | None) -> None:
             runtime.events.on_event(
                 lambda run_id, node_id, e: (
                     print(e["text"], end="", flush=True) if e["type"] == "token" else None
+                )
+            )
+            runtime.events.on_record(
+                lambda run_id, seq, record: (
+                    print(
+                        f"run {run_id} started; kill me any time and resume with:\n"
+                        f"  python examples/research_agent.py {run_id}",
+                        flush=True,
+                    )
+                    if record.HasField("run_started") and not record.run_started.parent_run_id
+                    else None
                 )
             )
             if resume_run_id:

@@ -1,34 +1,65 @@
 #!/usr/bin/env bash
-# The whole test suite: install dev dependencies, make sure PostgreSQL is up, lint, type-check, test.
+# The whole test suite: install what the tests need (saying so first, skipping what is
+# there), make sure PostgreSQL is up, lint, type-check, build the docs, test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
-python3 -m pip install -q -e '.[dev]'
+need_apt() {
+  if ! command -v apt-get >/dev/null; then
+    echo "scripts/test.sh: $1 is missing and this system has no apt-get; install it yourself" >&2
+    echo "  ($2), then run scripts/test.sh again" >&2
+    exit 1
+  fi
+}
 
-# The live run page is tested in a real headless browser: Debian's chromium and driver.
+echo "installing tether with its dev and docs extras (pip install -e '.[dev,docs]')"
+python3 -m pip install -q -e '.[dev,docs]'
+
+# The console is tested in a real headless browser: Debian's chromium and driver.
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  echo "installing chromium and chromium-driver"
+  need_apt "chromium" "Debian/Ubuntu packages chromium and chromium-driver"
+  echo "installing chromium and chromium-driver (apt-get)"
   apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+
+# The console's accessibility check runs axe-core in that browser.
+AXE=.cache/axe/node_modules/axe-core/axe.min.js
+if [ ! -f "$AXE" ]; then
+  if ! command -v npm >/dev/null; then
+    echo "scripts/test.sh: npm is missing; it installs axe-core for the accessibility test" >&2
+    exit 1
+  fi
+  echo "installing axe-core 4.14.1 into .cache/axe (npm)"
+  npm install --silent --no-save --no-package-lock --no-audit --no-fund --prefix .cache/axe \
+    axe-core@4.14.1 >/dev/null
 fi
 
 # The store is tested behind PgBouncer in transaction mode: Debian's package (not started
 # as a service; the test runs a private one).
 if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then
-  echo "installing pgbouncer"
+  need_apt "pgbouncer" "the Debian/Ubuntu package pgbouncer"
+  echo "installing pgbouncer (apt-get)"
   apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
 fi
 
 # The store tests run against a real PostgreSQL at 127.0.0.1:5432.
 if ! pg_isready -q -h 127.0.0.1 -p 5432; then
-  echo "PostgreSQL is not running; starting it"
+  if ! command -v pg_ctlcluster >/dev/null; then
+    echo "scripts/test.sh: no PostgreSQL answers at 127.0.0.1:5432 and pg_ctlcluster is" >&2
+    echo "  missing; start a server there (trust auth, database 'test') and run again" >&2
+    exit 1
+  fi
+  echo "PostgreSQL is not running; starting it (pg_ctlcluster)"
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start
   for _ in $(seq 1 60); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.5; done
 fi
 
-python3 -m ruff check src tests bench scripts
-python3 -m ruff format --check src tests bench scripts
+python3 -m ruff check src tests bench scripts docs/hooks
+python3 -m ruff format --check src tests bench scripts docs/hooks
 python3 -m mypy
+# The docs are built strictly: a broken link or a stale reference fails the build.
+NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --quiet --site-dir build/site
 python3 -m pytest -q "$@"

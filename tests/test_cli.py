@@ -60,6 +60,9 @@ def test_demo_runs_to_a_final_answer(tmp_path: Path) -> None:
     out = tether(tmp_path, "demo", "--quiet").stdout
     assert "status: succeeded" in out
     assert "agent " in out and "joins 4" in out
+    # The report step attached its chart: the record holds (url, size, sha256).
+    chart = next(line for line in out.splitlines() if "attached image/png" in line)
+    assert " B sha256 " in chart and "file://" in out
     assert f"log: sqlite:///{tmp_path / '.tether' / 'tether.db'}" in out.replace("\n", "")
     assert answer(out).startswith("Answer to 'How do agents survive a rolling deploy?'")
 
@@ -78,7 +81,7 @@ def test_stop_after_then_resume_gives_the_same_answer(tmp_path: Path) -> None:
     shown = json.loads(tether(tmp_path, "show", str(run["run_id"]), "--json").stdout)
     assert shown["status"] == "succeeded"
     ids = [n["node_id"] for n in shown["nodes"]]
-    assert len(ids) == len(set(ids)) == 9
+    assert len(ids) == len(set(ids)) == 10
 
 
 def test_sigterm_drains_and_resume_finishes(tmp_path: Path) -> None:
@@ -119,8 +122,8 @@ def test_show_json_is_stable(tmp_path: Path) -> None:
     run_id = str(run_ids(tmp_path)[0]["run_id"])
     view = json.loads(tether(tmp_path, "show", run_id, "--json", "--outputs").stdout)
     assert set(view) == {
-        "format", "run_id", "agent", "status", "reason", "parent_run_id", "records", "budget",
-        "result", "waits", "nodes", "state", "lease_left",
+        "format", "run_id", "agent", "status", "reason", "parent_run_id", "forked_from", "records",
+        "budget", "result", "waits", "nodes", "state", "lease_left",
     }  # fmt: skip
     assert view["format"] == 1
     assert set(view["budget"]) == {"limits", "used"}
@@ -176,7 +179,7 @@ def test_read_only_commands_against_an_empty_directory_create_nothing(
 ) -> None:
     proc = tether(tmp_path, *args, check=False)
     assert proc.returncode == 2
-    out = " ".join(proc.stdout.split())
+    out = " ".join((proc.stdout + proc.stderr).split())
     assert f"no tether store at {tmp_path / '.tether' / 'tether.db'}" in out
     assert "tether db migrate" in out  # what to run
     assert list(tmp_path.iterdir()) == []  # no database file, no directory, no blobs
@@ -189,7 +192,8 @@ def test_read_only_commands_against_an_unmigrated_store_say_what_to_run(tmp_path
     sqlite3.connect(tmp_path / ".tether" / "tether.db").close()  # an empty file: no schema
     proc = tether(tmp_path, "runs", check=False)
     assert proc.returncode == 2
-    assert "lacks migrations" in proc.stdout and "tether db migrate" in proc.stdout
+    said = proc.stdout + proc.stderr
+    assert "lacks migrations" in said and "tether db migrate" in said
     tables = sqlite3.connect(tmp_path / ".tether" / "tether.db").execute(
         "SELECT name FROM sqlite_master"
     )

@@ -186,3 +186,27 @@ async def test_a_cancel_through_the_store_reaches_an_in_process_owner(store: Sto
     assert outcome.status is Status.CANCELLED
     info = await store.runs.get(run_id)
     assert info is not None and info.status is Status.CANCELLED and info.owner is None
+
+
+async def test_the_api_resume_of_a_run_with_a_live_owner_is_a_409_naming_it(
+    sqlite_store: Store,
+) -> None:
+    from tests.server.kit import TOKEN, running
+    from tether.client import ApiError, TetherClient
+
+    run_id = uid("api-busy")
+    owner = Runtime(sqlite_store, lease_ttl=30.0, owner="first-owner")
+    task = asyncio.create_task(owner.start(gated, run_id=run_id))
+    await started(run_id).wait()
+    async with (
+        running(sqlite_store, agents=(), workers="external") as (url, server),
+        TetherClient(url, TOKEN) as client,
+    ):
+        with pytest.raises(ApiError) as err:
+            await client.resume(run_id)
+        opaque = server.publish.owner_id("first-owner")
+    assert err.value.status == 409
+    assert f"is running by {opaque}, lease " in str(err.value) and "s left" in str(err.value)
+    assert "first-owner" not in str(err.value)  # owners stay opaque outside the server
+    gate(run_id).set()
+    assert (await task).status is Status.SUCCEEDED

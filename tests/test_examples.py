@@ -29,6 +29,7 @@ def test_research_agent_example_runs_and_a_rerun_replays_the_same_transcript(
     assert "-> ['search_papers', 'search_papers', 'search_papers']" in proc.stdout
     assert "is cited most" in proc.stdout
     run_id = proc.stdout.split("\nrun ")[1].split(":")[0]
+    assert proc.stdout.startswith(f"run {run_id} started")  # as its docstring promises
     # Run again with the run id: it is finished, so nothing runs and the transcript is the same.
     again = subprocess.run(
         [sys.executable, str(EXAMPLES / "research_agent.py"), run_id],

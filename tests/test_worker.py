@@ -105,4 +105,4 @@ def test_submit_then_worker_drains_on_sigterm_and_another_finishes(tmp_path: Pat
     shown = json.loads(tether(tmp_path, "show", run_id, "--json").stdout)
     assert shown["status"] == "succeeded"
     ids = [n["node_id"] for n in shown["nodes"]]
-    assert len(ids) == len(set(ids)) == 9
+    assert len(ids) == len(set(ids)) == 10

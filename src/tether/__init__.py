@@ -18,6 +18,10 @@ from tether.core import (
 from tether.delivery import Delivered
 from tether.errors import (
     BadEventPayload,
+    BadFork,
+    BadInput,
+    BadRunId,
+    CannotContinue,
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
@@ -55,7 +59,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BadEventPayload",
+    "BadFork",
+    "BadInput",
+    "BadRunId",
     "Budget",
+    "CannotContinue",
     "ChildFailed",
     "ChildPaused",
     "ConflictingRecord",

@@ -7,9 +7,9 @@ import asyncio
 import logging
 import os
 import sys
+from typing import Any
 
-from tether import commands, logs
-from tether.commands import console
+from tether import commands, commands_fork, logs
 from tether.errors import TetherError
 from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.store import Status
@@ -99,6 +99,34 @@ def _runs_retention(runs: argparse.ArgumentParser) -> None:
     delete.set_defaults(fn=commands.cmd_runs_delete, read_only=False)
 
 
+def _fork_and_history(sub: Any) -> None:
+    fork = sub.add_parser("fork", help="a new queued run from a run's history; prints its id")
+    fork.add_argument("run_id")
+    point = fork.add_mutually_exclusive_group(required=True)
+    point.add_argument("--at", type=int, metavar="SEQ", help="keep the records up to this seq")
+    point.add_argument(
+        "--before", metavar="NODE_ID", help="keep the records before this node's record"
+    )
+    fork.add_argument(
+        "--set",
+        action="append",
+        metavar="NODE_ID=JSON",
+        help="replace the output of a node completed by then (repeatable)",
+    )
+    fork.add_argument("--budget", help="new limits; +N adds, e.g. tokens=+50000")
+    fork.add_argument("--run", action="store_true", help="execute the fork here now")
+    fork.add_argument("--quiet", action="store_true", help="no live progress display (--run)")
+    fork.add_argument(
+        "--lease-ttl", type=float, default=DEFAULT_LEASE_TTL, help="lease of --run (seconds)"
+    )
+    fork.add_argument("--grace", type=float, default=25.0, help="seconds in-flight nodes get")
+    fork.set_defaults(fn=commands_fork.cmd_fork)
+    history = sub.add_parser("history", help="a run's records as checkpoints to fork from")
+    history.add_argument("run_id")
+    history.add_argument("--json", action="store_true")
+    history.set_defaults(fn=commands_fork.cmd_history, read_only=True)
+
+
 def _log_format(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "--log-format",
@@ -110,6 +138,8 @@ def _log_format(cmd: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tether", description="A durable runtime for LLM agents.")
+    parser.add_argument("--version", action="version", version=f"tether {_version()}")
+    parser.add_argument("--debug", action="store_true", help="on an error, show the traceback too")
     parser.add_argument(
         "--db", help="store URL (default: $TETHER_DATABASE_URL or sqlite in ./.tether)"
     )
@@ -221,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="stable JSON (see README)")
     show.add_argument("--outputs", action="store_true", help="include node outputs in --json")
     show.set_defaults(fn=commands.cmd_show, read_only=True)
+
+    _fork_and_history(sub)
 
     sig = sub.add_parser("signal", help="deliver an event to a run's wait (e.g. an approval)")
     sig.add_argument("run_id")
@@ -351,9 +383,35 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "db":  # migrating must not go through open(), which migrates
             return asyncio.run(commands.cmd_migrate(args))
         return asyncio.run(_run(args, settings))
-    except TetherError as exc:
-        console.print(f"[red]error:[/] {exc}")
+    except USER_ERRORS as exc:
+        # A mistake in a URL, a path, a budget or a run id: one line, no traceback.
+        if args.debug:
+            raise
+        # On stdout, where tether has always said it (scripts and tests read it there).
+        print(f"error: {_one_line(exc)}", flush=True)
         return 2
+
+
+# What a user's mistake raises (a bad URL or path, a missing extra, an unknown run);
+# anything else is a bug, and keeps its traceback.
+USER_ERRORS = (TetherError, ValueError, OverflowError, OSError, ImportError)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+        # A data directory that cannot be made or written (read-only, or a bad path).
+        text += "; set TETHER_DATA_DIR or pass --db (and --blobs) to a writable place"
+    return text
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tether")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:

@@ -18,7 +18,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+try:
+    import httpx
+except ImportError as exc:  # the extra is not installed
+    raise ImportError("tether.client needs httpx: pip install 'tether[client]'") from exc
 
 from tether.errors import TetherError
 
@@ -128,6 +131,26 @@ class TetherClient:
         return await self._call(
             "POST", f"/v1/runs/{run_id}/resume", json={"budget": budget} if budget else {}
         )
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at_seq: int | None = None,
+        before_node: str | None = None,
+        set_outputs: dict[str, Any] | None = None,
+        budget: dict[str, float] | None = None,
+    ) -> dict[str, Any]:
+        """A new queued run whose history is the run's records up to `at_seq` (or before
+        `before_node` was recorded), with `set_outputs` replacing recorded outputs; the
+        answer names the fork (`run_id`) and its source (`forked_from`)."""
+        body: dict[str, Any] = {"at_seq": at_seq, "before_node": before_node}
+        if set_outputs:
+            body["set_outputs"] = set_outputs
+        if budget:
+            body["budget"] = budget
+        body = {k: v for k, v in body.items() if v is not None}
+        return await self._call("POST", f"/v1/runs/{run_id}/fork", json=body)
 
     async def signal(
         self, run_id: str, key: str, payload: Any = None, *, event_id: str | None = None

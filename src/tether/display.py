@@ -109,6 +109,15 @@ def graph_tree(graph: Graph, title: str | None = None) -> Tree:
         else:
             text = Text(f"{state.spec.kind} {nid[:8]}  pending", style="yellow")
         branch = parent.add(text)
+        for blob in nc.blobs if nc is not None else ():
+            # Where the bytes are, how many, and their hash: enough to find and check them.
+            branch.add(
+                Text(
+                    f"attached {blob.media_type} {blob.size} B sha256 {blob.sha256[:16]}… "
+                    f"{blob.url}",
+                    style="magenta",
+                )
+            )
         for i in sorted(state.steps or ()):
             sr = (state.steps or {})[i]
             tokens = sr.used.tokens_in + sr.used.tokens_out

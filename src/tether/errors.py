@@ -69,6 +69,19 @@ class RunBusy(TetherError):
         self.lease_left = lease_left
 
 
+class BadInput(TetherError):
+    """A run's input does not fit the shape its agent declares (nothing was recorded)."""
+
+    def __init__(self, agent: str, problem: str) -> None:
+        super().__init__(f"agent {agent!r}: bad input: {problem}")
+        self.agent = agent
+        self.problem = problem
+
+
+class BadRunId(TetherError):
+    """A run id given by a caller is empty, too long, or uses characters outside the set."""
+
+
 class RunExists(TetherError):
     """A run with this id already exists."""
 
@@ -92,6 +105,19 @@ class UnknownNodeKind(TetherError):
     def __init__(self, agent: str, kind: str) -> None:
         super().__init__(f"agent {agent!r} has no handler for node kind {kind!r}")
         self.kind = kind
+
+
+class CannotContinue(TetherError):
+    """This process's code cannot continue a run: its agent does not resolve here, or has no
+    handler for a kind the run has pending. Nothing is recorded; the run stays queued for
+    a worker whose code can (a deploy in progress is not a failure of the run)."""
+
+    def __init__(self, run_id: str, agent: str, why: str, kinds: tuple[str, ...] = ()) -> None:
+        super().__init__(f"run {run_id}: {why}")
+        self.run_id = run_id
+        self.agent = agent
+        self.why = why
+        self.kinds = kinds
 
 
 class UnknownAgent(TetherError):
@@ -247,3 +273,7 @@ class RunHeldElsewhere(TetherError):
 
 class KeyRingError(TetherError):
     """The encryption key ring is missing, malformed, or lacks a key that sealed data."""
+
+
+class BadFork(TetherError, ValueError):
+    """A fork was asked at a point, or with an override, that the source run does not have."""

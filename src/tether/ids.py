@@ -18,6 +18,13 @@ def child_run_id(run_id: str, node_id: str, key: str = "") -> str:
     return f"{run_id}.{node_id}" + (f".{key}" if key else "")
 
 
+def parent_node_of(child: str, parent_run_id: str) -> str | None:
+    """The node of `parent_run_id` that started sub-agent run `child`, if it is one."""
+    if not child.startswith(parent_run_id + "."):
+        return None
+    return child[len(parent_run_id) + 1 :].split(".", 1)[0] or None
+
+
 def new_run_id() -> str:
     """A fresh run id."""
     return uuid.uuid4().hex[:20]

@@ -11,6 +11,7 @@ from tether.records import (
     BudgetUsed,
     NodeSpec,
     Record,
+    RunStarted,
     StepRecorded,
     Value,
     WaitOutcome,
@@ -237,6 +238,17 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
     return view
 
 
+def forked_from(started: RunStarted | None) -> dict[str, Any] | None:
+    """Where a fork came from (source run, seq, overridden nodes); None for other runs."""
+    if started is None or not started.forked_from_run_id:
+        return None
+    return {
+        "run_id": started.forked_from_run_id,
+        "seq": started.forked_from_seq,
+        "overridden_node_ids": list(started.overridden_node_ids),
+    }
+
+
 def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
     """Status, budget, result and per-node timings of a rehydrated run."""
     lim = graph.limits
@@ -252,6 +264,7 @@ def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
         "status": graph.status,
         "reason": graph.reason,
         "parent_run_id": started.parent_run_id or None if started else None,
+        "forked_from": forked_from(started),
         "records": graph.next_seq,
         "budget": {
             "limits": limits_view(lim),

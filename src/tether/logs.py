@@ -23,6 +23,10 @@ OWNER: ContextVar[str | None] = ContextVar("tether_owner", default=None)
 EPOCH: ContextVar[int | None] = ContextVar("tether_epoch", default=None)
 FORMATS = ("text", "json")
 _TEXT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
+# HTTP libraries that log a line per request (the model SDKs' httpx and httpcore, the
+# SDKs themselves, uvicorn's access log): at the default level they would drown what a
+# worker or server says about runs, so they speak only from WARNING unless DEBUG is asked.
+NOISY = ("httpx", "httpcore", "openai", "anthropic", "uvicorn.access")
 # Fields a log call may also pass in `extra=`, which win over the context.
 _FIELDS = ("run_id", "node_id", "owner", "epoch")
 
@@ -85,4 +89,6 @@ def configure(choice: str | None, level: int = logging.INFO, stream: TextIO | No
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    for name in NOISY:
+        logging.getLogger(name).setLevel(logging.WARNING if level > logging.DEBUG else level)
     return chosen

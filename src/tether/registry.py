@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from typing import Any
 
 from tether.core import Fallback, Handler, Retry
 from tether.errors import UnknownAgent, UnknownNodeKind
+from tether.inputs import InputShape
 
 _REGISTRIES: dict[str, Registry] = {}
+# `Registry(default_input=...)` not given: a run started without input gets None.
+NO_DEFAULT: Any = object()
 # Agents that ship with tether, importable by a short name.
 _BUILTIN = {"demo": "tether.demo.agent:agent", "demo.analyst": "tether.demo.agent:agent"}
 
@@ -27,9 +31,20 @@ class HandlerSpec:
 class Registry:
     """A named set of node handlers; runs of this agent start at its `entry` kind."""
 
-    def __init__(self, name: str, *, entry: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        entry: str | None = None,
+        input: Any = None,
+        default_input: Any = NO_DEFAULT,
+    ) -> None:
         self.name = name
         self.entry = entry
+        # The shape runs' inputs must have (a pydantic model or a JSON schema), checked
+        # before anything is recorded; `default_input` stands in for an input not given.
+        self.input = InputShape(input) if input is not None else None
+        self.default_input = default_input
         self._handlers: dict[str, HandlerSpec] = {}
         _REGISTRIES[name] = self
 
@@ -64,11 +79,22 @@ class Registry:
         if self.entry is None:
             self.entry = kind
 
+    def check_input(self, value: Any) -> Any:
+        """The input a run of this agent records: `value` (or the default input, for None)
+        checked against the declared shape; BadInput if it does not fit."""
+        if value is None and self.default_input is not NO_DEFAULT:
+            value = self.default_input
+        return value if self.input is None else self.input.check(self.name, value)
+
     def get(self, kind: str) -> HandlerSpec:
         spec = self._handlers.get(kind)
         if spec is None:
             raise UnknownNodeKind(self.name, kind)
         return spec
+
+    def missing(self, kinds: Iterable[str]) -> list[str]:
+        """The kinds of `kinds` this agent has no handler for."""
+        return [k for k in kinds if k not in self._handlers]
 
     @property
     def kinds(self) -> list[str]:

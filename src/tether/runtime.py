@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 from tether.blobs import BlobStore
@@ -14,6 +15,7 @@ from tether.core import Budget, Usage
 from tether.crypto.keyring import KeyRing
 from tether.delivery import Delivered, deliver
 from tether.errors import (
+    CannotContinue,
     ChildFailed,
     ChildPaused,
     ChildWaiting,
@@ -24,13 +26,16 @@ from tether.errors import (
     RunExists,
     RunNotResumable,
     TetherError,
+    UnknownAgent,
     UnknownRun,
 )
 from tether.events import EventBus
 from tether.executor import Outcome, RunExecutor
+from tether.fork import fork
 from tether.graph import Graph, GraphError
 from tether.heartbeat import DEFAULT_LEASE_TTL, Heartbeat
 from tether.ids import ROOT_ID, child_run_id, new_run_id
+from tether.inputs import check_run_id
 from tether.records import (
     decode_log,
     dump_json,
@@ -133,6 +138,31 @@ class Runtime:
         """
         return await deliver(self, run_id, key, payload, event_id=event_id or "", wait_s=wait_s)
 
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at_seq: int | None = None,
+        before_node: str | None = None,
+        set_outputs: Mapping[str, Any] | None = None,
+        budget: Budget | None = None,
+    ) -> str:
+        """Create a queued run whose history is `run_id`'s records up to `at_seq` (or up to
+        just before `before_node` was recorded), with the outputs in `set_outputs` replacing
+        those recorded; return its id. Nodes pending there run again when it is taken up.
+
+        UnknownRun; BadFork (nothing stored) for a seq past the end or at the run's end, an
+        unknown or unrecorded node, an override of a node not completed by then.
+        """
+        return await fork(
+            self,
+            run_id,
+            at_seq=at_seq,
+            before_node=before_node,
+            set_outputs=set_outputs,
+            budget=budget,
+        )
+
     def drain(self) -> None:
         """Stop launching nodes everywhere; in-flight ones finish and are recorded, runs pause.
 
@@ -203,6 +233,9 @@ class Runtime:
         # The run keeps the name it was asked for by (`pkg.mod:agent`, an entry point), so
         # a worker in another process can find the agent the same way.
         name = agent if isinstance(agent, str) else registry.name
+        if parent is None:  # checked at the door: nothing is recorded for a bad input or id
+            run_id = check_run_id(run_id) if run_id is not None else new_run_id()
+            input = registry.check_input(input)
         run_id = run_id or new_run_id()
         record = run_started(
             name,
@@ -322,10 +355,35 @@ class Runtime:
     ) -> Outcome:
         """Record that the run is taken up again, then execute it."""
         limits = limits_of(budget) if budget is not None else None
-        executor = RunExecutor(self, graph, resolve_agent(graph.agent), epoch=epoch)
+        try:
+            registry = self.registry_for(graph)
+        except CannotContinue as exc:
+            if epoch is not None:  # give it back queued, with why, for a worker that can
+                reason = f"{exc.why} ({self.owner}); waiting for a worker that can continue it"
+                await self.store.leases.release(graph.run_id, epoch, Status.QUEUED, reason)
+            raise
+        executor = RunExecutor(self, graph, registry, epoch=epoch)
         await self.writer.write(graph, run_resumed(self.owner, epoch, limits), epoch=epoch)
         await self.store.runs.set_status(graph.run_id, Status.RUNNING, epoch=epoch)
         return await executor.execute()
+
+    def registry_for(self, graph: Graph) -> Registry:
+        """The agent code in this process that continues `graph`; CannotContinue (nothing
+        recorded) when its agent does not resolve here or lacks a pending node's kind."""
+        try:
+            registry = resolve_agent(graph.agent)
+        except UnknownAgent as exc:
+            raise CannotContinue(graph.run_id, graph.agent, str(exc)) from None
+        missing = registry.missing(graph.pending_kinds())
+        if missing:
+            raise CannotContinue(
+                graph.run_id,
+                graph.agent,
+                f"agent {graph.agent!r} here has no handler for pending node kind"
+                f"{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))}",
+                tuple(missing),
+            )
+        return registry
 
     async def submit(
         self,

@@ -11,7 +11,7 @@ replication stream for LAG_S, as a slow network or a busy standby would. With
 `synchronous_standby_names` set, commits wait meanwhile and nothing acknowledged is
 lost: every run finishes, each node recorded once. With asynchronous replication the
 commits of that window are acknowledged and lost with the primary; the test measures
-how many and what that does to the runs (see README, Failure model).
+how many and what that does to the runs (see docs/failure-model.md).
 """
 
 from __future__ import annotations

@@ -194,3 +194,31 @@ def test_keys_from_the_command_line(tmp_path: Path) -> None:
     )  # fmt: skip
     assert bad.returncode == 2 and "TETHER_KEYS: the key ring is not JSON" in bad.stdout
     assert not db.exists()
+
+
+async def test_gc_under_encryption_frees_unreferenced_blobs_and_stale_temps(
+    store: Store, blobs: LocalBlobStore
+) -> None:
+    import os
+    import time
+
+    from tether.blobs.gc import collect_garbage
+
+    ring = KeyRing.new()
+    rt = Runtime(store, blobs=blobs, keys=ring)
+    await rt.start(secretive, {"q": "kept"}, run_id="kept")
+    sealed = rt.blobs
+    assert isinstance(sealed, SealedBlobStore)
+    orphan = await sealed.put(b"an orphan of a crashed node")
+    temp = blobs.root / ".tmp" / "left-by-a-killed-writer.part"
+    temp.parent.mkdir(exist_ok=True)
+    temp.write_bytes(b"partial")
+    old = time.time() - 7200
+    for path in [*blobs.root.rglob("*")]:
+        if path.is_file():
+            os.utime(path, (old, old))
+    report = await collect_garbage(store, sealed, grace=3600)
+    assert (report.deleted, report.temps_removed) == (1, 1)
+    assert not await sealed.exists(orphan.sha256) and not temp.exists()
+    graph = await rt.load("kept")
+    assert graph.status is Status.SUCCEEDED

@@ -4,10 +4,12 @@ one that emits forged stream events."""
 from __future__ import annotations
 
 import asyncio
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
-from tether import Context, Node, NodeResult, Registry, Spawn
+from tether import Context, Node, NodeResult, Registry, Spawn, Usage, Wait
 
 # A chain of `n` steps; between two steps, `width` leaves run side by side. Every node
 # sleeps `delay` seconds: simulated model and tool latency.
@@ -68,3 +70,81 @@ async def forge(ctx: Context, node: Node) -> None:
             break
         await asyncio.sleep(0.05)  # pacing the emitter, not ordering the test
     raise RuntimeError("the forger fails for real")
+
+
+# The console's tour: a plan node streams tokens, a sub-agent run researches, a node
+# attaches a PNG, and an answer node sums it up. Each node waits for the file `gate`
+# when the input names one, so a test can hold the run where it wants it.
+console = Registry("test.server.console", entry="plan")
+helper = Registry("test.server.helper", entry="look")
+
+
+def png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A solid PNG image: the smallest real picture a node can attach."""
+    raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
+    chunk = lambda kind, data: (  # noqa: E731
+        struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    )
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
+
+
+async def _gate(node: Node) -> None:
+    gate = node.input.get("gate") if isinstance(node.input, dict) else None
+    for _ in range(1200):  # at most a minute
+        if not gate or await asyncio.to_thread(Path(gate).exists):
+            return
+        await asyncio.sleep(0.05)  # waiting for the test's handshake file
+
+
+@console.node("plan")
+async def plan(ctx: Context, node: Node) -> NodeResult:
+    await _gate(node)
+    for word in ("first", "look", "it", "up,", "then", "draw", "it"):
+        ctx.emit({"type": "token", "text": word + " "})
+    gate = node.input.get("gate")
+    return NodeResult(
+        {"plan": ["look", "draw"]},
+        spawn=[
+            Spawn("research", {"gate": gate}, key="research"),
+            Spawn("draw", {"gate": gate}, key="draw"),
+            Spawn("answer", None, key="answer", after=["research", "draw"]),
+        ],
+    )
+
+
+@console.node("research")
+async def research(ctx: Context, node: Node) -> Any:
+    await _gate(node)
+    return await ctx.run_child(helper, {"topic": "tether"})
+
+
+@console.node("draw")
+async def draw(ctx: Context, node: Node) -> NodeResult:
+    await _gate(node)
+    ref = await ctx.attach(png(48, 24, (21, 101, 192)), "image/png")
+    return NodeResult({"chart": ref.sha256}, usage=Usage(120, 30, 0.0021, model_calls=1))
+
+
+@console.node("answer")
+async def answer(ctx: Context, node: Node) -> NodeResult:
+    return NodeResult("tether keeps every node", is_result=True)
+
+
+@helper.node("look")
+async def look(ctx: Context, node: Node) -> dict[str, Any]:
+    return {"found": f"notes on {node.input['topic']}"}
+
+
+# Parks at once, waiting for an "approve" event (the console shows what it waits for).
+approval = Registry("test.server.approval", entry="ask")
+
+
+@approval.node("ask")
+async def ask(ctx: Context, node: Node) -> NodeResult:
+    return NodeResult({"ask": "delete?"}, spawn=[Wait("approve", timeout=3600)])

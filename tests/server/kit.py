@@ -25,6 +25,8 @@ TOKEN = "test-token"
 CHAIN = "tests.server.agents:chain"
 FILES = "tests.server.agents:files"
 FORGER = "tests.server.agents:forger"
+CONSOLE = "tests.server.agents:console"
+APPROVAL = "tests.server.agents:approval"
 SRC = Path(tether.__file__).resolve().parent.parent
 ROOT = SRC.parent
 

@@ -14,6 +14,7 @@ from tests.server.kit import CHAIN, FILES, TOKEN, running
 from tether.blobs.local import LocalBlobStore
 from tether.client import ApiError, TetherClient
 from tether.server import StreamSettings
+from tether.server.auth import BearerAuth
 from tether.server.session import Sessions, run_scope
 from tether.store.base import Store
 
@@ -37,6 +38,7 @@ async def wait_status(client: TetherClient, run_id: str, *statuses: str) -> dict
         ("GET", "/v1/runs/RUN/events"),
         ("POST", "/v1/runs/RUN/cancel"),
         ("POST", "/v1/runs/RUN/resume"),
+        ("POST", "/v1/runs/RUN/fork"),
         ("GET", "/v1/blobs/" + "0" * 64 + "?run_id=RUN"),
         ("GET", "/runs/RUN"),
         ("GET", "/openapi.json"),
@@ -342,3 +344,49 @@ async def test_the_page_checks_its_cookie_value_not_only_its_name(sqlite_store: 
             for what, value in wrong.items():
                 r = await http.get(path, headers={"Cookie": f"tether_page={value}"})
                 assert r.status_code == 401, (path, what)
+
+
+async def test_auth_refusals_and_page_sessions_in_detail(sqlite_store: Store) -> None:
+    async with (
+        running(sqlite_store) as (url, _),
+        TetherClient(url, TOKEN) as client,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        run_id = (await client.start(CHAIN, chain_input(1, 1, 0)))["run_id"]
+        # A refusal is JSON that says what to send.
+        r = await http.get("/v1/runs")
+        assert r.status_code == 401
+        assert r.headers["content-type"] == "application/json"
+        assert int(r.headers["content-length"]) == len(r.content)
+        assert r.headers["www-authenticate"] == 'Bearer realm="tether"'
+        assert r.json()["error"] == {
+            "type": "unauthorized",
+            "message": "missing or wrong bearer token: send Authorization: Bearer <token>",
+        }
+        # The scheme is case-insensitive and spaces before the token do not count.
+        assert (
+            await http.get("/v1/runs", headers={"Authorization": f"bearer  {TOKEN}"})
+        ).is_success
+        # The page opened with the header sets its session cookie for the stream.
+        page = await http.get(f"/runs/{run_id}", headers=AUTH)
+        assert page.status_code == 200 and page.headers["set-cookie"].startswith("tether_page=")
+        cookie = {"Cookie": page.headers["set-cookie"].split(";")[0]}
+        assert (await http.head(f"/runs/{run_id}", headers=cookie)).status_code == 200
+        # A page token never changes state, nor does the page's own cookie.
+        r = await http.post(f"/runs/{run_id}", params={"token": TOKEN})
+        assert r.status_code == 401
+        assert (await http.post(f"/runs/{run_id}", headers=cookie)).status_code == 401
+        # Only a page path is a page: a session for a run id with a slash opens nothing.
+        odd = Sessions.for_token(TOKEN).mint(run_scope("a/b"))
+        assert (
+            await http.get("/runs/a/b", headers={"Cookie": f"tether_page={odd}"})
+        ).status_code == 401
+        empty = Sessions.for_token(TOKEN).mint(run_scope(""))
+        assert (
+            await http.get("/runs/", headers={"Cookie": f"tether_page={empty}"})
+        ).status_code == 401
+
+
+def test_an_empty_api_token_is_refused() -> None:
+    with pytest.raises(ValueError, match="the API token must not be empty"):
+        BearerAuth(lambda scope, receive, send: None, "", Sessions.for_token("x"))  # type: ignore[arg-type]

@@ -136,5 +136,5 @@ async def test_the_page_of_an_unknown_run_says_so_and_stops(
     server: ServerProcess, browser: WebDriver
 ) -> None:
     browser.get(f"{server.url}/runs/no-such-run?token={TOKEN}")
-    assert "unknown run" in browser.page_source
+    assert "no such run" in browser.page_source
     assert browser.execute_script("return window.tetherState === undefined")

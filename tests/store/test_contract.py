@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tether.errors import ConflictingRecord, RunExists, StaleEpoch, UnknownRun
-from tether.store import RunInfo, Status, Store
+from tether.store import RunFilter, RunInfo, Status, Store
 
 
 def run(run_id: str, *, epoch: int = 0, status: Status = Status.QUEUED) -> RunInfo:
@@ -97,6 +99,34 @@ async def test_list_filters_by_status_and_pages_newest_first(store: Store) -> No
     assert [r.run_id for r in running] == [r.run_id for r in everything if r in running]
     assert await store.runs.list(status=Status.RUNNING, limit=2, offset=2) == running[2:]
     assert await store.runs.list(status=Status.FAILED) == []
+
+
+async def test_list_filters_by_agent_id_prefix_and_parent(store: Store) -> None:
+    rows = [
+        RunInfo("a1", "alpha", Status.QUEUED),
+        RunInfo("a1.n1", "helper", Status.RUNNING, parent_run_id="a1"),
+        RunInfo("a1.n1.k.n2", "helper", Status.RUNNING, parent_run_id="a1.n1"),
+        RunInfo("a1.n3", "helper", Status.SUCCEEDED, parent_run_id="a1"),
+        RunInfo("b2", "beta", Status.RUNNING),
+        RunInfo("a15", "alpha", Status.RUNNING),
+    ]
+    for info in rows:
+        await store.runs.create(info, b"first")
+
+    async def ids(status: Status | None = None, **where: Any) -> set[str]:
+        return {r.run_id for r in await store.runs.list(status=status, where=RunFilter(**where))}
+
+    assert await ids(agent="alpha") == {"a1", "a15"}
+    assert await ids(Status.RUNNING, agent="alpha") == {"a15"}
+    assert await ids(run_id_prefix="a1.") == {"a1.n1", "a1.n1.k.n2", "a1.n3"}
+    assert await ids(run_id_prefix="a1") == {"a1", "a1.n1", "a1.n1.k.n2", "a1.n3", "a15"}
+    assert await ids(run_id_prefix="%") == set()  # no pattern language: a plain prefix
+    assert await ids(parent_run_id="a1") == {"a1.n1", "a1.n3"}
+    assert await ids(Status.RUNNING, parent_run_id="a1") == {"a1.n1"}
+    assert await ids(top_level=True) == {"a1", "b2", "a15"}
+    assert await ids(top_level=True, agent="beta") == {"b2"}
+    top = await store.runs.list(where=RunFilter(top_level=True), limit=2, offset=1)
+    assert len(top) == 2
 
 
 async def test_a_fenced_append_lands_at_the_current_epoch(store: Store) -> None:

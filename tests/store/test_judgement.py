@@ -96,4 +96,9 @@ def test_judge_append(
     if isinstance(err.value, ConflictingRecord):
         assert (err.value.run_id, err.value.seq) == ("r", seq)
     if isinstance(err.value, StaleEpoch):
-        assert err.value.run_id == "r"
+        # It names the run and the stale epoch the append carried.
+        assert (err.value.run_id, err.value.epoch) == ("r", epoch)
+        assert f"epoch {epoch} is stale" in str(err.value)
+    if kind is StoreError:  # a backend that skipped a free seq: the message names the seqs
+        free = [s for s, _ in entries if s not in stored]
+        assert str(err.value) == f"run r: the append of seqs {free} was skipped without a conflict"

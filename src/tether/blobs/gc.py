@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from tether.blobs.base import BlobStore
 from tether.blobs.errors import BlobRefRefused
 from tether.blobs.local import LocalBlobStore
+from tether.blobs.sealed import SealedBlobStore
 from tether.records import blob_refs, decode_log
 from tether.store.base import Store
 
@@ -101,6 +102,8 @@ async def collect_garbage(
         deleted += 1
         freed += info.size
     temps = 0
-    if isinstance(blobs, LocalBlobStore) and not dry_run:
-        temps = await blobs.remove_stale_temps(older_than=max(grace, CLOCK_SLACK_S))
+    # An encrypting store keeps its blobs (and temp files) in the store it wraps.
+    local = blobs.inner if isinstance(blobs, SealedBlobStore) else blobs
+    if isinstance(local, LocalBlobStore) and not dry_run:
+        temps = await local.remove_stale_temps(older_than=max(grace, CLOCK_SLACK_S))
     return GcReport(runs, len(referenced), deleted, freed, kept, kept_bytes, dry_run, temps)

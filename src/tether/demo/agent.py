@@ -12,9 +12,12 @@ import hashlib
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from tether.agent import Agent, register_price, tool
+from tether.context import Context
 from tether.core import Retry
+from tether.demo.chart import bar_chart
 
 SCRIPTED = "openai:script:research"
 # Priced like gpt-4.1, so the demo's cost and cost budget mean something.
@@ -50,6 +53,25 @@ async def score(note: str) -> int:
     return _digest(note) % 100
 
 
+@tool
+async def report(ctx: Context, title: str, findings: list[str]) -> dict[str, Any]:
+    """Write the report: a chart of how many sources back each finding, and a summary."""
+    bars = []
+    for finding in findings:
+        topic, _, rest = finding.partition(":")
+        words = rest.split()
+        bars.append((topic.strip(), int(words[0]) if words and words[0].isdigit() else 0))
+    # Both go to the blob store; the node's record keeps (url, size, sha256) of each.
+    chart = await ctx.attach(bar_chart("sources per angle", bars), "image/png")
+    lines = [f"# {title}", "", *(f"- {topic}: {n} sources" for topic, n in bars), ""]
+    lines.append(f"Chart: sources per angle (image/png, sha256 {chart.sha256}).")
+    text = await ctx.attach("\n".join(lines).encode(), "text/markdown")
+    return {
+        "chart": {"media_type": "image/png", "size": chart.size, "sha256": chart.sha256},
+        "report": {"media_type": "text/markdown", "size": text.size, "sha256": text.sha256},
+    }
+
+
 analyst = Agent(
     "demo.analyst",
     model=SCRIPTED.replace("research", "analyst"),
@@ -62,9 +84,12 @@ research = Agent(
     "demo",
     model=SCRIPTED,
     system="You are a careful researcher. Use tools in parallel when you can.",
-    tools=[search, calc, analyst],
+    tools=[search, calc, analyst, report],
 )
 agent = research.registry
+# `tether submit demo` with no input asks the demo's question, as `tether demo` does.
+DEFAULT_QUESTION = "How do agents survive a rolling deploy?"
+agent.default_input = {"prompt": DEFAULT_QUESTION}
 
 
 def require_approval(tool_name: str = "calc") -> None:

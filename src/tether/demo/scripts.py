@@ -25,7 +25,8 @@ def _pace(turn: Turn) -> Turn:
 
 
 def research(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
-    """Search four angles at once; then consult the analyst and check a figure; then answer."""
+    """Search four angles at once; then consult the analyst, check a figure and write the
+    report with its chart; then answer."""
     turns = sum(m.role == "assistant" for m in messages)
     question = next(m.text for m in messages if m.role == "user")
     results = [m.text for m in messages if m.role == "tool"]
@@ -38,18 +39,20 @@ def research(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
         notes = "; ".join(sorted(results))
         return _pace(
             Turn(
-                text="I have the sources; asking the analyst and checking a figure.",
+                text="I have the sources; asking the analyst, checking a figure, charting them.",
                 tool_calls=[
                     ToolCall("analyst", {"task": f"Which finding matters most? {notes}"}),
                     ToolCall("calc", {"expression": "0.3 * 40"}),
+                    ToolCall("report", {"title": question, "findings": sorted(results)}),
                 ],
             )
         )
-    analysis, figure = results[-2], results[-1]
+    analysis, figure = results[-3], results[-2]
     return _pace(
         Turn(
             text=f"Answer to {question!r}: {analysis} "
-            f"Checkpointing 40 turns costs about {figure} ms in total."
+            f"Checkpointing 40 turns costs about {figure} ms in total. "
+            "The report and its chart are attached to the report step."
         )
     )
 

@@ -2,9 +2,13 @@
 
 The JSON API and blobs take only `Authorization: Bearer <API token>`; a cookie never
 authorizes them, so a script smuggled onto this origin cannot use the browser's
-credentials. The live page and its own stream (`/runs/{id}`, `/runs/{id}/events`) also
-take a page-session cookie scoped to that one run (see `tether.server.session`), which the
-page sets once from `/runs/{id}?token=...`. Only GETs: a cookie never changes state.
+credentials. The live page and what it reads under its own path (`/runs/{id}`, its
+`/events`, `/children` and `/blobs/{sha256}`) also take a page-session cookie scoped to
+that one run (see `tether.server.session`), which the page sets once from
+`/runs/{id}?token=...` or a sign-in. Only GETs: a cookie never changes state.
+
+A browser asking for a page without credentials gets the sign-in form (still a 401 with
+`WWW-Authenticate: Bearer`); the console's shell at `/` holds no data and is public.
 """
 
 from __future__ import annotations
@@ -15,20 +19,27 @@ from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tether.server.session import Sessions, run_scope
+from tether.server.page import CHALLENGE, sign_in_page
+from tether.server.session import BEARER_OK, QUERY_TOKEN_OK, Sessions, run_scope
 
-PUBLIC = frozenset({"/healthz", "/readyz"})
-QUERY_TOKEN_OK = "tether_query_token_ok"
-BEARER_OK = "tether_bearer_ok"
-PAGE_STREAM = "/events"
+PUBLIC = frozenset({"/", "/healthz", "/readyz"})
+PAGE_PARTS = frozenset({"", "events", "children"})
 
 
-def page_run_id(path: str) -> str | None:
-    """The run a page path (`/runs/{id}` or `/runs/{id}/events`) is about, else None."""
+def page_run_id(path: str) -> tuple[str, str] | None:
+    """(run id, part) of a page path: part "" for the page itself, else "events",
+    "children" or "blobs"; None for any other path."""
     if not path.startswith("/runs/"):
         return None
-    rest = path[len("/runs/") :].removesuffix(PAGE_STREAM)
-    return rest if rest and "/" not in rest else None
+    run_id, _, part = path[len("/runs/") :].partition("/")
+    if not run_id:
+        return None
+    if part in PAGE_PARTS:
+        return run_id, part
+    sha, slash = part.removeprefix("blobs/"), "/" in part.removeprefix("blobs/")
+    if part.startswith("blobs/") and sha and not slash:
+        return run_id, "blobs"
+    return None
 
 
 class BearerAuth:
@@ -52,10 +63,11 @@ class BearerAuth:
         if scheme.lower() == "bearer" and self._ok(value.strip()):
             state[BEARER_OK] = True
             return True
-        run_id = page_run_id(scope["path"])
-        if run_id is None or scope["method"] not in ("GET", "HEAD"):
+        page = page_run_id(scope["path"])
+        if page is None or scope["method"] not in ("GET", "HEAD"):
             return False
-        if not scope["path"].endswith(PAGE_STREAM):
+        run_id, part = page
+        if part == "":
             # The page trades ?token= for its session cookie: a token given there is
             # judged alone, and the page sets the cookie only when the state says so.
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
@@ -68,6 +80,9 @@ class BearerAuth:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC or self.allowed(scope):
             await self.app(scope, receive, send)
+            return
+        if _wants_page(scope):
+            await sign_in_page(scope["state"].get(QUERY_TOKEN_OK) is False)(scope, receive, send)
             return
         body = json.dumps(
             {
@@ -84,8 +99,17 @@ class BearerAuth:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="tether"'),
+                    (b"www-authenticate", CHALLENGE),
                 ],
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def _wants_page(scope: Scope) -> bool:
+    """A browser opening a run's page: it gets the sign-in form, not JSON."""
+    page = page_run_id(scope["path"])
+    if page is None or page[1] != "" or scope["method"] not in ("GET", "HEAD"):
+        return False
+    accept = b"".join(v for k, v in scope["headers"] if k == b"accept")
+    return b"text/html" in accept

@@ -35,7 +35,8 @@ BLOB_CSP = "sandbox; default-src 'none'"
 async def get_blob(request: Request) -> Response:
     server: TetherServer = request.app.state.tether
     sha256 = request.path_params["sha256"]
-    run_id = request.query_params.get("run_id")
+    # The API names the run in the query; the page's own route, in its path.
+    run_id = request.path_params.get("run_id") or request.query_params.get("run_id")
     if not is_sha256_hex(sha256):
         raise BadRequest(400, "bad_sha256", "the blob key must be a lowercase 64-hex sha256")
     if not run_id:

@@ -27,7 +27,7 @@ log = logging.getLogger("tether.server")
 
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
-    """Timeouts and caps on connections; README's "Limits" section documents each default."""
+    """Timeouts and caps on connections; docs/guides/serving.md documents each default."""
 
     # Seconds a request's headers may take to arrive, from its first byte (or the connect).
     header_timeout_s: float = 10.0

@@ -22,7 +22,7 @@ from tether.store.base import Status, Store
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The server's caps; README's "Limits" section documents each default."""
+    """The server's caps; docs/guides/serving.md documents each default."""
 
     max_body_bytes: int = MAX_BODY_BYTES
     # Runs waiting for a worker; beyond it a start is refused (429) until workers catch up.

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.server.schemas import ResumeRun, StartRun
+from tether.server.schemas import ForkRun, ResumeRun, StartRun
 from tether.store.base import Status
 
 _REF = "#/components/schemas/{model}"
@@ -32,10 +32,17 @@ def _op(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]
     return {"summary": summary, "responses": {**responses, **_AUTH}, **extra}
 
 
+_LIST_FLAGS = (
+    ("top", "only top-level runs (no sub-agent runs)"),
+    ("usage", "each row gets `usage`: nodes, tokens, cost and wall time so far"),
+    ("children", "each row gets `children`: its sub-agent runs, at any depth"),
+)
+
+
 @cache
 def document() -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    for model in (StartRun, ResumeRun):
+    for model in (StartRun, ResumeRun, ForkRun):
         full = model.model_json_schema(ref_template=_REF)
         schemas.update(full.pop("$defs", {}))
         schemas[model.__name__] = full
@@ -56,6 +63,16 @@ def document() -> dict[str, Any]:
             "type": "object",
             "required": ["run_id", "status", "urls"],
             "properties": {"run_id": {"type": "string"}, "status": {"type": "string"}, "urls": obj},
+        },
+        RunForked={
+            "type": "object",
+            "required": ["run_id", "status", "forked_from", "urls"],
+            "properties": {
+                "run_id": {"type": "string"},
+                "status": {"type": "string"},
+                "forked_from": {"type": "string"},
+                "urls": obj,
+            },
         },
         Run={"type": "object", "required": ["run_id", "status", "budget", "nodes", "counts"]},
         EventRecorded={
@@ -113,6 +130,18 @@ def document() -> dict[str, Any]:
                      "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
                     {"name": "offset", "in": "query", "required": False,
                      "schema": {"type": "integer", "minimum": 0, "maximum": 10**9}},
+                    {"name": "agent", "in": "query", "required": False,
+                     "description": "only runs of this agent",
+                     "schema": {"type": "string", "maxLength": 400}},
+                    {"name": "q", "in": "query", "required": False,
+                     "description": "only runs whose id starts with this",
+                     "schema": {"type": "string", "maxLength": 400}},
+                    {"name": "parent", "in": "query", "required": False,
+                     "description": "only the sub-agent runs of this run",
+                     "schema": {"type": "string", "maxLength": 400}},
+                    *({"name": flag, "in": "query", "required": False, "description": what,
+                       "schema": {"type": "string", "enum": ["0", "1"]}}
+                      for flag, what in _LIST_FLAGS),
                 ],
             ),
         },
@@ -150,6 +179,14 @@ def document() -> dict[str, Any]:
              **_UNKNOWN, **conflict, **bad},
             parameters=[_RUN_ID],
             requestBody=resume_body,
+        )},
+        "/v1/runs/{run_id}/fork": {"post": _op(
+            "a new queued run whose history is this run's records up to `at_seq` (or before "
+            "`before_node` was recorded), with `set_outputs` replacing recorded outputs",
+            {"201": {"description": "the fork, queued", "content": _json("RunForked")},
+             **_UNKNOWN, **bad},
+            parameters=[_RUN_ID],
+            requestBody={"required": True, "content": _json("ForkRun")},
         )},
         "/v1/runs/{run_id}/signals/{key}": {"post": _op(
             "deliver an event (the body is its JSON payload) to the run's wait `key`; "

@@ -1,9 +1,9 @@
-"""GET /runs/{run_id}: the live run page, plain HTML, CSS and JS shipped in the package.
+"""The console's HTML: plain HTML, CSS and JS shipped in the package, filled in one pass.
 
-The template is filled in one pass (a placeholder's value is never read for more
-placeholders), each value escaped for where it goes. The script and the style are
-inline and allowed by their hashes, so the page's Content-Security-Policy admits them
-and nothing else; the page may only connect to its own origin (its event stream).
+A template's placeholders are filled in one pass (a value is never read for more
+placeholders), each value escaped for where it goes. Scripts and styles are inline and
+allowed by their hashes, so each page's Content-Security-Policy admits them and nothing
+else; a page may only connect to its own origin (the API, its event stream).
 """
 
 from __future__ import annotations
@@ -12,29 +12,28 @@ import base64
 import hashlib
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import resources
 
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
-
-from tether.server.auth import BEARER_OK, QUERY_TOKEN_OK
-from tether.server.request import run_id_of, server_of
-from tether.server.session import page_path
+from starlette.responses import HTMLResponse
 
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+STYLE = "console.css"
+# Every page signs in the same way: the token lives in the tab's sessionStorage.
+COMMON_JS = "auth.js"
+CHALLENGE = b'Bearer realm="tether"'
 
 
 @cache
-def _asset(name: str) -> str:
+def asset(name: str) -> str:
     return resources.files("tether.server").joinpath("static", name).read_text()
 
 
 @cache
-def _inlined(name: str) -> str:
+def inlined(name: str) -> str:
     """A script or style inlined raw: it must not contain what would end its element."""
-    text = _asset(name)
+    text = asset(name)
     if "</script" in text.lower() or "</style" in text.lower():
         raise RuntimeError(f"static/{name} contains a closing tag; it cannot be inlined")
     return text
@@ -45,12 +44,13 @@ def _hash(text: str) -> str:
 
 
 @cache
-def page_csp() -> str:
+def csp(scripts: tuple[str, ...]) -> str:
+    script_src = " ".join(_hash(inlined(s)) for s in scripts) or "'none'"
     return "; ".join(
         [
             "default-src 'none'",
-            f"script-src {_hash(_inlined('run.js'))}",
-            f"style-src {_hash(_inlined('run.css'))}",
+            f"script-src {script_src}",
+            f"style-src {_hash(inlined(STYLE))}",
             "connect-src 'self'",
             "img-src 'self' data:",
             "frame-ancestors 'none'",
@@ -66,37 +66,41 @@ def render(template: str, values: dict[str, str]) -> str:
     return PLACEHOLDER.sub(fill, template)
 
 
-def _html(body: str, status: int, csp: str) -> HTMLResponse:
+def page(
+    template: str,
+    values: dict[str, str],
+    *,
+    scripts: Sequence[str] = (),
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> HTMLResponse:
+    """A page from static/<template>: `{{css}}` and `{{js}}` are filled in here."""
+    scripts = tuple(scripts)
+    js = "".join(f"<script>{inlined(s)}</script>" for s in scripts)
+    body = render(asset(template), {**values, "css": inlined(STYLE), "js": js})
     return HTMLResponse(
-        body, status, headers={"Cache-Control": "no-store", "Content-Security-Policy": csp}
-    )
-
-
-async def run_page(request: Request) -> Response:
-    server = server_of(request)
-    run_id = run_id_of(request)
-    state = request.scope.get("state", {})
-    if await server.store.runs.get(run_id) is None:
-        # Said once, plainly: a page that kept retrying an unknown run would never stop.
-        text = f"<!doctype html><title>unknown run</title><p>unknown run: no run {html.escape(run_id)} on this server</p>"  # noqa: E501
-        return _html(text, 404, "default-src 'none'; frame-ancestors 'none'")
-    https = request.url.scheme == "https"
-    if request.query_params.get("token") and state.get(QUERY_TOKEN_OK):
-        # The API token came in the URL (the auth check passed): trade it for a session
-        # that can read this run only, and drop the token from the address bar and history.
-        response: Response = RedirectResponse(page_path(run_id), status_code=303)
-        server.sessions.set_cookie(response, run_id, https=https)
-        return response
-    page = render(
-        _asset("run.html"),
-        {
-            "title": html.escape(run_id),
-            "run_id_attr": html.escape(run_id, quote=True),
-            "css": _inlined("run.css"),
-            "js": _inlined("run.js"),
+        body,
+        status,
+        headers={
+            "Cache-Control": "no-store",
+            "Content-Security-Policy": csp(scripts),
+            **(headers or {}),
         },
     )
-    response = _html(page, 200, page_csp())
-    if state.get(BEARER_OK):  # opened with the header: the page's stream needs the cookie
-        server.sessions.set_cookie(response, run_id, https=https)
-    return response
+
+
+def missing_run_page(run_id: str) -> HTMLResponse:
+    """Said once, plainly: a page that kept retrying an unknown run would never stop."""
+    return page("missing.html", {"run_id": html.escape(run_id)}, status=404)
+
+
+def sign_in_page(wrong: bool) -> HTMLResponse:
+    """The 401 a browser gets for a page: a form that keeps the token for this tab."""
+    note = "That token was not accepted; try again." if wrong else ""
+    return page(
+        "signin.html",
+        {"note": html.escape(note)},
+        scripts=(COMMON_JS, "signin.js"),
+        status=401,
+        headers={"WWW-Authenticate": CHALLENGE.decode()},
+    )

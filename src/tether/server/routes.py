@@ -15,6 +15,9 @@ from starlette.routing import BaseRoute, Route
 
 from tether import metrics
 from tether.errors import (
+    BadFork,
+    BadInput,
+    BadRunId,
     CorruptRecord,
     EventRefused,
     RunBusy,
@@ -31,13 +34,15 @@ from tether.ids import new_run_id
 from tether.inspect import run_view
 from tether.runtime import parse_config
 from tether.server.blob_route import get_blob
+from tether.server.console import console_page, run_children, run_page
 from tether.server.events import parse_after, record_stream
+from tether.server.fork_route import fork_run
 from tether.server.limits import BodyTooLarge, TooMany
+from tether.server.listing import list_runs, row_view, urls
 from tether.server.openapi import openapi
-from tether.server.page import run_page
 from tether.server.request import run_id_of, server_of
 from tether.server.schemas import BadRequest, ResumeRun, StartRun, loads, parse_body
-from tether.store.base import RunInfo, Status
+from tether.store.base import Status
 
 if TYPE_CHECKING:
     from tether.graph import Graph
@@ -50,18 +55,6 @@ log = logging.getLogger("tether.server")
 def bearer_of(request: Request) -> str:
     """The bearer token the request was let in with (starts take the header only)."""
     return request.headers.get("authorization", "").partition(" ")[2].strip()
-
-
-def urls(run_id: str) -> dict[str, str]:
-    base = f"/v1/runs/{run_id}"
-    return {
-        "self": base,
-        "events": f"{base}/events",
-        "cancel": f"{base}/cancel",
-        "resume": f"{base}/resume",
-        "signals": f"{base}/signals/{{key}}",
-        "page": f"/runs/{run_id}",
-    }
 
 
 def idempotent_run_id(key: str) -> str:
@@ -124,24 +117,6 @@ async def start_run(request: Request) -> Response:
     )
 
 
-def row_view(info: RunInfo, now: float) -> dict[str, Any]:
-    """A runs-table row; `state` tells a live owner (`running`) from a dead one
-    (`orphaned`), `lease_left_s` by the store's clock."""
-    return {
-        "run_id": info.run_id,
-        "agent": info.agent,
-        "status": info.status.value,
-        "state": info.state(now),
-        "lease_left_s": info.lease_left(now),
-        "reason": info.reason,
-        "parent_run_id": info.parent_run_id,
-        "created_at": info.created_at,
-        "updated_at": info.updated_at,
-        "owner": info.owner,  # made opaque by Publisher.view before it is sent
-        "urls": urls(info.run_id),
-    }
-
-
 def counts(graph: Graph) -> dict[str, int]:
     failed = sum(1 for s in graph.nodes.values() if s.failed is not None and s.completed is None)
     return {
@@ -176,43 +151,6 @@ async def get_run(request: Request) -> Response:
     )
     view["parent_run_id"] = (first.parent_run_id or None) if first else None
     return JSONResponse(publish.view(view, run_id))
-
-
-async def list_runs(request: Request) -> Response:
-    server = server_of(request)
-    q = request.query_params
-    status = None
-    if q.get("status"):
-        try:
-            status = Status(q["status"])
-        except ValueError:
-            raise BadRequest(
-                400, "bad_status", f"status must be one of {[s.value for s in Status]}"
-            ) from None
-    limit = _int_param(q.get("limit"), "limit", 50, 1, 500)
-    offset = _int_param(q.get("offset"), "offset", 0, 0, 10**9)
-    rows = await server.store.runs.list(status=status, limit=limit + 1, offset=offset)
-    more = len(rows) > limit
-    next_url = None
-    if more:
-        next_url = f"/v1/runs?limit={limit}&offset={offset + limit}"
-        if status is not None:
-            next_url += f"&status={status.value}"
-    now = await server.store.runs.clock()
-    runs = [server.publish.view(row_view(r, now), r.run_id) for r in rows[:limit]]
-    return JSONResponse({"runs": runs, "next": next_url})
-
-
-def _int_param(raw: str | None, name: str, default: int, lo: int, hi: int) -> int:
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(400, f"bad_{name}", f"{name} must be an integer") from None
-    if not lo <= value <= hi:
-        raise BadRequest(400, f"bad_{name}", f"{name} must be between {lo} and {hi}")
-    return value
 
 
 async def run_events(request: Request) -> Response:
@@ -370,6 +308,11 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, EventRefused):  # 404 no such wait, 409 answered, 422 bad payload
         kinds = {404: "unknown_wait", 409: "wait_completed", 422: "bad_payload"}
         return error(exc.status, kinds.get(exc.status, "event_refused"), str(exc))
+    if isinstance(exc, RunBusy) and exc.owner:
+        # Owners are opaque outside the server (as in run views); the lease left is a detail.
+        owner = server_of(request).publish.owner_id(exc.owner) or ""
+        details = {"owner": owner, "lease_left_s": exc.lease_left}
+        return error(409, "run_busy", str(exc).replace(exc.owner, owner), details)
     if isinstance(exc, RunHeldElsewhere):
         response = error(503, "run_held", str(exc))
         response.headers["Retry-After"] = "1"
@@ -379,6 +322,9 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         RunExists: (409, "run_exists"),
         RunNotResumable: (409, "run_finished"),
         RunBusy: (409, "run_busy"),
+        BadInput: (422, "bad_input"),
+        BadFork: (422, "bad_fork"),
+        BadRunId: (400, "bad_run_id"),
         UnknownAgent: (422, "unknown_agent"),
         StoreUnavailable: (503, "store_unavailable"),
         CorruptRecord: (500, "corrupt_record"),
@@ -411,9 +357,13 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/resume", resume_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/fork", fork_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/signals/{key}", signal_run, methods=["POST"]),
         Route("/v1/blobs/{sha256}", get_blob, methods=["GET"]),
+        Route("/", console_page, methods=["GET"]),
         Route("/runs/{run_id}", run_page, methods=["GET"]),
-        # The page's own stream, under the page's path so its session cookie reaches it.
+        # What the page reads, under the page's path so its session cookie reaches it.
         Route("/runs/{run_id}/events", run_events, methods=["GET"]),
+        Route("/runs/{run_id}/children", run_children, methods=["GET"]),
+        Route("/runs/{run_id}/blobs/{sha256}", get_blob, methods=["GET"]),
     ]

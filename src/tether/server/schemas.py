@@ -56,6 +56,28 @@ class ResumeRun(BaseModel):
     )
 
 
+class ForkRun(BaseModel):
+    """POST /v1/runs/{run_id}/fork: exactly one of `at_seq` and `before_node`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at_seq: int | None = Field(
+        default=None, ge=0, le=2**62, description="keep the source's records up to this seq"
+    )
+    before_node: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=400,
+        description="keep the source's records before the one that recorded this node",
+    )
+    set_outputs: dict[str, Any] | None = Field(
+        default=None, description="node id -> output replacing the one recorded"
+    )
+    budget: BudgetIn | None = Field(
+        default=None, description="new limits; fields left out keep the source's ones"
+    )
+
+
 class BadRequest(Exception):
     """A request the server refuses with a 4xx that says what was wrong."""
 

@@ -25,6 +25,9 @@ from starlette.types import Scope
 COOKIE = "tether_page"
 SECURE_COOKIE = "__Secure-tether_page"
 DEFAULT_TTL_S = 3600.0
+# What the auth check found, kept in the request's state for the page route.
+QUERY_TOKEN_OK = "tether_query_token_ok"
+BEARER_OK = "tether_bearer_ok"
 
 
 def _b64(raw: bytes) -> str:

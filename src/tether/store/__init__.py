@@ -7,10 +7,12 @@ from pathlib import Path
 
 from tether.store.base import (
     DRAIN,
+    EVERY_RUN,
     Claim,
     Leases,
     LogStore,
     Renewal,
+    RunFilter,
     RunInfo,
     RunTable,
     Status,
@@ -78,10 +80,12 @@ async def migrate_url(url: str | None = None, *, partitions: int | None = None) 
 
 __all__ = [
     "DRAIN",
+    "EVERY_RUN",
     "Claim",
     "Leases",
     "LogStore",
     "Renewal",
+    "RunFilter",
     "RunInfo",
     "RunTable",
     "Status",

@@ -21,6 +21,23 @@ ORPHANED = "orphaned"
 
 
 @dataclass(frozen=True, slots=True)
+class RunFilter:
+    """Which runs a listing shows beyond their status; the default shows every run."""
+
+    agent: str | None = None
+    run_id_prefix: str | None = None  # a search by id; a run's sub-agent runs share it
+    parent_run_id: str | None = None  # only the sub-agent runs of this run
+    top_level: bool = False  # only runs that are not sub-agent runs
+
+    @property
+    def everything(self) -> bool:
+        return self == EVERY_RUN
+
+
+EVERY_RUN = RunFilter()
+
+
+@dataclass(frozen=True, slots=True)
 class RunInfo:
     """One row of the runs table."""
 
@@ -134,9 +151,14 @@ class RunTable(ABC):
 
     @abstractmethod
     async def list(
-        self, *, status: Status | None = None, limit: int = 100, offset: int = 0
+        self,
+        *,
+        status: Status | None = None,
+        where: RunFilter = EVERY_RUN,
+        limit: int = 100,
+        offset: int = 0,
     ) -> list[RunInfo]:
-        """List runs, newest first."""
+        """List runs with that status (any, if None) that `where` admits, newest first."""
 
     async def clock(self) -> float:
         """The time leases are measured by (PostgreSQL: the database's clock), in epoch s."""
@@ -186,8 +208,11 @@ class Leases(ABC):
     """
 
     @abstractmethod
-    async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
-        """Take up to `limit` runnable runs for `ttl` seconds, each at a new epoch."""
+    async def claim(
+        self, owner: str, limit: int, ttl: float, *, skip: Sequence[str] = ()
+    ) -> list[Claim]:
+        """Take up to `limit` runnable runs for `ttl` seconds, each at a new epoch; never
+        the runs in `skip` (ones this worker's code cannot continue)."""
 
     @abstractmethod
     async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:

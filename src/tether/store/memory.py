@@ -12,10 +12,12 @@ from tether import clock
 from tether.errors import RunExists, StaleEpoch, UnknownRun
 from tether.store.base import (
     DRAIN,
+    EVERY_RUN,
     Claim,
     Leases,
     LogStore,
     Renewal,
+    RunFilter,
     RunInfo,
     RunTable,
     Status,
@@ -98,11 +100,25 @@ class MemoryRuns(RunTable):
         _set_wake(self._s, run_id, wake_at)
 
     async def list(
-        self, *, status: Status | None = None, limit: int = 100, offset: int = 0
+        self,
+        *,
+        status: Status | None = None,
+        where: RunFilter = EVERY_RUN,
+        limit: int = 100,
+        offset: int = 0,
     ) -> list[RunInfo]:
         rows = sorted(self._s.runs.values(), key=lambda r: (-r.created_at, r.run_id))
-        rows = [r for r in rows if status is None or r.status == status]
+        rows = [r for r in rows if (status is None or r.status == status) and _admits(where, r)]
         return rows[offset : offset + limit]
+
+
+def _admits(where: RunFilter, info: RunInfo) -> bool:
+    return (
+        (where.agent is None or info.agent == where.agent)
+        and (where.run_id_prefix is None or info.run_id.startswith(where.run_id_prefix))
+        and (where.parent_run_id is None or info.parent_run_id == where.parent_run_id)
+        and not (where.top_level and info.parent_run_id is not None)
+    )
 
 
 def _set_wake(state: _State, run_id: str, wake_at: float | None) -> None:
@@ -130,10 +146,17 @@ class MemoryLeases(Leases):
         self._log = log
         self._woken = asyncio.Event()
 
-    async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
+    async def claim(
+        self, owner: str, limit: int, ttl: float, *, skip: Sequence[str] = ()
+    ) -> list[Claim]:
         now = time.time()
+        skipped = set(skip)
         found = sorted(
-            (r for r in self._s.runs.values() if _runnable(self._s, r, now)),
+            (
+                r
+                for r in self._s.runs.values()
+                if r.run_id not in skipped and _runnable(self._s, r, now)
+            ),
             key=lambda r: r.created_at,
         )[: max(limit, 0)]
         claims = []

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -144,10 +143,10 @@ class PgPool:
                 except (TimeoutError, asyncio.CancelledError):
                     # The statement's reply may never come (a partition): close the socket
                     # now, or releasing the connection waits for a cancellation that
-                    # cannot reach the server either. The pool opens a fresh one. A proxy
-                    # the pool already took back (a cancel during a restart) has nothing
-                    # left to close: the cancellation, not that, is what goes up.
-                    with contextlib.suppress(asyncpg.InterfaceError):
+                    # cannot reach the server either. The pool opens a fresh one. A pool
+                    # closing under us may have taken the connection back already: then
+                    # there is nothing to close, and the cancellation must still propagate.
+                    with suppress(asyncpg.InterfaceError):
                         conn.terminate()
                     raise
                 except asyncpg.InternalClientError as exc:

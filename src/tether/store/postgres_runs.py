@@ -8,7 +8,7 @@ import asyncpg
 
 from tether import clock
 from tether.errors import ConflictingRecord, RunExists, StaleEpoch, UnknownRun
-from tether.store.base import RunInfo, RunTable, Status
+from tether.store.base import EVERY_RUN, RunFilter, RunInfo, RunTable, Status
 from tether.store.postgres_db import PgPool, rowcount
 from tether.store.queries import load_queries
 
@@ -92,9 +92,25 @@ class PostgresRuns(RunTable):
             raise UnknownRun(run_id)
 
     async def list(
-        self, *, status: Status | None = None, limit: int = 100, offset: int = 0
+        self,
+        *,
+        status: Status | None = None,
+        where: RunFilter = EVERY_RUN,
+        limit: int = 100,
+        offset: int = 0,
     ) -> list[RunInfo]:
-        if status is None:
+        if not where.everything:
+            rows = await self._db.fetch(
+                Q["list_runs_where"],
+                status.value if status else None,
+                where.agent,
+                where.run_id_prefix,
+                where.parent_run_id,
+                where.top_level,
+                limit,
+                offset,
+            )
+        elif status is None:
             rows = await self._db.fetch(Q["list_runs"], limit, offset)
         else:
             rows = await self._db.fetch(Q["list_runs_by_status"], status.value, limit, offset)

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from tether import clock
 from tether.errors import RunExists, StaleEpoch, StoreError, StoreNotReady, UnknownRun
-from tether.store.base import LogStore, RunInfo, RunTable, Status, Store
+from tether.store.base import EVERY_RUN, LogStore, RunFilter, RunInfo, RunTable, Status, Store
 from tether.store.queries import load_migrations, load_queries
 from tether.store.sqlite_append import append_rows
 from tether.store.sqlite_leases import SqliteLeases
@@ -179,9 +179,25 @@ class SqliteRuns(RunTable):
             raise UnknownRun(run_id)
 
     async def list(
-        self, *, status: Status | None = None, limit: int = 100, offset: int = 0
+        self,
+        *,
+        status: Status | None = None,
+        where: RunFilter = EVERY_RUN,
+        limit: int = 100,
+        offset: int = 0,
     ) -> list[RunInfo]:
         def work() -> list[Any]:
+            if not where.everything:
+                args = {
+                    "status": status.value if status else None,
+                    "agent": where.agent,
+                    "prefix": where.run_id_prefix,
+                    "parent": where.parent_run_id,
+                    "top": int(where.top_level),
+                    "limit": limit,
+                    "offset": offset,
+                }
+                return self._db.conn.execute(Q["list_runs_where"], args).fetchall()
             if status is None:
                 return self._db.conn.execute(Q["list_runs"], (limit, offset)).fetchall()
             return self._db.conn.execute(

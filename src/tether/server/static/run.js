@@ -1,14 +1,19 @@
-// The live run page: fed by the run's event stream, resumed after every cut at the last
-// seq it drew, so each record is applied exactly once, in order, whichever server answers.
+// A run's page: fed by the run's event stream, resumed after every cut at the last seq it
+// drew, so each record is applied exactly once, in order, whichever server answers.
 "use strict";
 
 const RUN_ID = document.body.dataset.runId;
+const PAGE_BASE = "/runs/" + encodeURIComponent(RUN_ID);
+const IMAGES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+const TURN_TEXT = 20000;
 
 const W = 168, H = 48, GAP_X = 18, GAP_Y = 36, PAD = 12;
 const state = {
   lastSeq: -1, seqs: [], nodes: new Map(), order: [], status: "connecting", agent: "",
   limits: null, used: { nodes: 0, tokens: 0, cost: 0 }, firstAt: 0, lastAt: 0,
   finished: false, retryMs: 1000, tokens: new Map(), connects: 0, stopped: "", live: 0,
+  input: undefined, result: undefined, reason: "", parent: "", children: new Map(), waiting: [],
+  selected: "", childrenAt: 0,
   waits: new Map(),  // key -> {key, nodeId, data, deadline, sleep, done, answer}
 };
 window.tetherState = state;  // read by the browser test; handy in the console too
@@ -42,15 +47,19 @@ function applyRecord(r) {
   if (r.status && !r.node_id) state.status = r.status;
   switch (r.body) {
     case "run_started":
-      state.agent = r.agent; state.limits = r.limits; spawn(r.spawned); break;
+      state.agent = r.agent; state.limits = r.limits; state.input = r.input;
+      state.parent = r.parent_run_id || "";
+      spawn(r.spawned);
+      break;
     case "node_completed": {
       const n = node(r.node_id, r.kind, r.parent_ids);
-      Object.assign(n, { status: "completed", wallMs: r.used.wall_ms,
-                         tokens: r.used.tokens_in + r.used.tokens_out, cost: r.used.cost });
+      Object.assign(n, { status: "completed", wallMs: r.used.wall_ms, attempt: r.attempt,
+                         tokens: r.used.tokens_in + r.used.tokens_out, used: r.used,
+                         startedUs: r.started_at_us, finishedUs: r.finished_at_us,
+                         output: r.output, blobs: r.blobs, error: undefined });
       state.used.nodes += 1;
       state.used.tokens += n.tokens;
       state.used.cost += r.used.cost;
-      state.tokens.delete(r.node_id);
       spawn(r.spawned);
       if (r.event && state.waits.has(r.event.key)) {
         const w = state.waits.get(r.event.key);
@@ -61,7 +70,8 @@ function applyRecord(r) {
     }
     case "node_failed": {
       const n = node(r.node_id, r.kind);
-      if (n.status !== "completed") { n.status = "failed"; n.error = r.error.message; }
+      n.attempt = r.attempt;
+      if (n.status !== "completed") { n.status = "failed"; n.error = r.error; }
       break;
     }
     case "step_recorded": {
@@ -72,12 +82,17 @@ function applyRecord(r) {
       state.used.cost += r.used.cost;
       break;
     }
+    case "run_waiting":
+      state.waiting = r.keys || [];
+      break;
     case "run_resumed":
       if (r.limits) state.limits = r.limits;
+      state.reason = "";
       break;
     case "run_paused":
     case "run_finished":
       state.reason = r.reason || "";
+      if (r.body === "run_finished") state.result = r.result;
       for (const n of state.nodes.values()) if (n.status === "running") n.status = "pending";
       break;
   }
@@ -87,12 +102,52 @@ function applyRecord(r) {
 function applyLive(kind, e) {
   const n = state.nodes.get(e.node_id);
   if (kind === "node_started" && n && n.status !== "completed") n.status = "running";
-  if (kind === "token") {
-    state.tokens.set(e.node_id, ((state.tokens.get(e.node_id) || "") + e.text).slice(-400));
+  if (kind === "token" && typeof e.text === "string") {
+    // One entry per node: an LLM agent's model turn is one node, so this groups by turn.
+    state.tokens.set(e.node_id, ((state.tokens.get(e.node_id) || "") + e.text).slice(-TURN_TEXT));
   }
 }
 
-// -- drawing ------------------------------------------------------------------------
+// -- values ---------------------------------------------------------------------------
+
+function h(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const k of kids) if (k !== null && k !== undefined) e.append(k);
+  return e;
+}
+
+function size(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1 << 20) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / (1 << 20)).toFixed(1)} MiB`;
+}
+
+function blobView(b) {
+  // Read through the page's own path, where its session cookie reaches.
+  const url = `${PAGE_BASE}/blobs/${encodeURIComponent(b.sha256)}`;
+  const media = (b.media_type || "").split(";")[0].trim().toLowerCase();
+  const what = `${media || "bytes"}, ${size(b.size)}, sha256 ${b.sha256.slice(0, 12)}`;
+  const link = h("a", { href: url, download: b.sha256.slice(0, 16) }, `download (${what})`);
+  if (IMAGES.has(media)) {
+    return h("figure", { class: "blob" }, h("img", { src: url, alt: `attached image: ${what}` }),
+             h("figcaption", {}, link));
+  }
+  return h("p", { class: "blob" }, link);
+}
+
+function valueView(v) {
+  if (v && typeof v === "object" && v.$blob) return blobView(v.$blob);
+  if (typeof v === "string") return h("pre", {}, v);
+  // A chat message: its text first, as text.
+  if (v && typeof v === "object" && typeof v.content === "string" && v.role) {
+    return h("div", {}, h("pre", {}, v.content), h("details", {}, h("summary", {}, "as JSON"),
+             h("pre", {}, JSON.stringify(v, null, 2))));
+  }
+  return h("pre", {}, v === undefined ? "" : JSON.stringify(v, null, 2));
+}
+
+// -- drawing --------------------------------------------------------------------------
 
 function depthOf(id, memo) {
   if (memo.has(id)) return memo.get(id);
@@ -123,6 +178,8 @@ function drawGraph() {
   const width = PAD * 2 + Math.max(1, ...rows.map((r) => r.length)) * (W + GAP_X);
   svg.setAttribute("width", width);
   svg.setAttribute("height", PAD * 2 + rows.length * (H + GAP_Y));
+  const focused = document.activeElement && document.activeElement.dataset
+    ? document.activeElement.dataset.nodeId : undefined;
   svg.replaceChildren();
   for (const id of state.order) {
     const n = state.nodes.get(id), to = pos.get(id);
@@ -136,17 +193,26 @@ function drawGraph() {
   }
   for (const id of state.order) {
     const n = state.nodes.get(id), p = pos.get(id);
-    const g = el("g", { class: `node ${n.status}`, "data-node-id": id, "data-status": n.status,
+    const child = state.children.has(id) ? " · sub-agent" : "";
+    const g = el("g", { class: `node ${n.status}${id === state.selected ? " selected" : ""}`,
+                        "data-node-id": id, "data-status": n.status, tabindex: "0",
+                        role: "button", "aria-pressed": String(id === state.selected),
+                        "aria-label": `${n.kind} node ${id.slice(0, 8)}: ${n.status}${child}`,
                         transform: `translate(${p.x},${p.y})` });
     g.append(el("rect", { width: W, height: H }));
     g.append(el("text", { x: 8, y: 17 }, `${n.kind} · ${n.status}`));
     const steps = n.steps ? ` · ${n.steps.length} steps` : "";
-    const facts = n.status === "completed" ? `${n.wallMs} ms · ${n.tokens} tok${steps}`
-      : (n.steps ? `${n.steps.length} steps · ${n.steps[n.steps.length - 1]}` : id.slice(0, 16));
+    const facts = (n.status === "completed" ? `${n.wallMs} ms · ${n.tokens} tok${steps}`
+      : (n.steps ? `${n.steps.length} steps · ${n.steps[n.steps.length - 1]}` : id.slice(0, 16))) +
+      (child ? " · ↗ run" : "");
     g.append(el("text", { x: 8, y: 35 }, facts));
     const listed = n.steps ? "\nsteps:\n  " + n.steps.join("\n  ") : "";
-    g.append(el("title", {}, `${id}\n${n.kind}: ${n.status}${n.error ? "\n" + n.error : ""}${listed}`));
+    g.append(el("title", {}, `${id}\n${n.kind}: ${n.status}${n.error ? "\n" + n.error.message : ""}${listed}`));
     svg.append(g);
+  }
+  if (focused) {
+    const again = svg.querySelector(`g[data-node-id="${CSS.escape(focused)}"]`);
+    if (again) again.focus();
   }
 }
 
@@ -157,6 +223,8 @@ function bar(label, used, limit, fmt) {
   name.textContent = label;
   const outer = document.createElement("div");
   outer.className = "bar" + (limit && used >= limit ? " over" : "");
+  outer.setAttribute("role", "img");
+  outer.setAttribute("aria-label", `${label}: ${Math.round(frac * 100)}% of the limit`);
   const inner = document.createElement("div");
   inner.style.width = `${(frac * 100).toFixed(1)}%`;
   outer.append(inner);
@@ -171,14 +239,14 @@ function drawBudget() {
   document.getElementById("budget").replaceChildren(
     ...bar("nodes", u.nodes, lim.max_nodes, int),
     ...bar("tokens", u.tokens, lim.max_tokens, int),
-    ...bar("cost", u.cost, lim.max_cost, (v) => "$" + v.toFixed(4)),
+    ...bar("cost", u.cost, lim.max_cost, Tether.cost),
     ...bar("wall", wallS, (lim.max_wall_ms || 0) / 1000, (v) => v.toFixed(1) + " s"));
 }
 
-// Answers go to the JSON API with the token typed on the page, in a header: the page's
-// session cookie only ever reads (it never changes a run), so a page alone cannot answer.
+// Answers go to the JSON API with the API token in a header (typed here, or the tab's
+// sign-in): the page's session cookie only ever reads, so a page alone cannot answer.
 async function answer(w, payload, out) {
-  const token = document.getElementById("token").value.trim();
+  const token = document.getElementById("token").value.trim() || Tether.token();
   if (!token) { out.textContent = "enter the API token first"; return; }
   out.textContent = "sending…";
   try {
@@ -213,21 +281,14 @@ function drawWaits() {
   }
   for (const w of open) {
     if (shown.has(w.key)) continue;  // keep what a person is typing
-    const d = document.createElement("div");
-    d.className = "wait";
-    d.dataset.key = w.key;
-    const title = document.createElement("strong");
     const until = w.deadline ? ` (times out ${new Date(w.deadline / 1000).toLocaleString()})` : "";
-    title.textContent = `${w.sleep ? "sleep" : "wait"} ${w.key}${until}`;
-    const data = document.createElement("pre");
-    data.textContent = JSON.stringify(w.data, null, 2);
-    const out = document.createElement("span");
-    out.className = "answer";
-    d.append(title, data);
+    const out = h("span", { class: "answer", role: "status" });
+    const d = h("div", { class: "wait", "data-key": w.key },
+      h("strong", {}, `${w.sleep ? "sleep" : "wait"} ${w.key}${until}`),
+      h("pre", {}, JSON.stringify(w.data, null, 2)));
     if (!w.sleep) {
-      const raw = document.createElement("textarea");
-      raw.rows = 2;
-      raw.placeholder = "or any JSON payload";
+      const raw = h("textarea", { rows: "2", placeholder: "or any JSON payload",
+                                  "aria-label": `a JSON payload for ${w.key}` });
       d.append(
         button("Approve", () => answer(w, { approve: true }, out)),
         button("Reject", () => answer(w, { approve: false, reason: "rejected on the run page" }, out)),
@@ -245,11 +306,89 @@ function drawWaits() {
 
 function drawTokens() {
   const box = document.getElementById("tokens");
+  if (!state.tokens.size) return;
+  let turn = 0;
   box.replaceChildren(...[...state.tokens].map(([id, text]) => {
-    const d = document.createElement("div");
-    d.textContent = `${id.slice(0, 8)}: ${text}`;
-    return d;
+    const n = state.nodes.get(id);
+    turn += 1;
+    const title = `turn ${turn} · ${n ? n.kind : "node"} ${id.slice(0, 8)}` +
+      (n && n.status === "completed" ? ` · ${n.tokens} tokens` : " · streaming");
+    return h("article", { class: "turn", "data-node-id": id }, h("h3", {}, title), h("p", {}, text));
   }));
+}
+
+function drawIo() {
+  const input = document.getElementById("input");
+  if (state.input !== undefined && !input.childElementCount) input.append(valueView(state.input));
+  const title = document.getElementById("outcome-title");
+  const box = document.getElementById("outcome");
+  box.className = state.status;
+  if (state.status === "succeeded") {
+    title.textContent = "answer";
+    box.replaceChildren(valueView(state.result));
+  } else if (state.status === "failed" || state.status === "cancelled") {
+    title.textContent = state.status === "failed" ? "error" : "cancelled";
+    box.replaceChildren(h("pre", { class: "error" }, state.reason || state.status));
+  } else if (state.status === "waiting") {
+    title.textContent = "waiting";
+    box.replaceChildren(h("p", {}, `parked until an event arrives for: ${(state.waiting || []).join(", ")}`),
+      h("p", { class: "muted" }, "Nothing runs meanwhile. Answer below, or with tether signal RUN_ID KEY."));
+  } else if (state.status === "paused") {
+    title.textContent = "paused";
+    box.replaceChildren(h("p", {}, `paused: ${state.reason || "no reason given"}`),
+      h("p", { class: "muted" }, "Resume it (with a larger budget, if that is what stopped it)."));
+  }
+  const parent = document.getElementById("parent");
+  if (state.parent && !parent.childElementCount) {
+    parent.append(" · sub-agent run of ",
+      h("a", { href: "/runs/" + encodeURIComponent(state.parent) }, state.parent));
+  }
+}
+
+function drawPanel() {
+  const panel = document.getElementById("panel");
+  const n = state.nodes.get(state.selected);
+  if (!n) { panel.hidden = true; return; }
+  panel.hidden = false;
+  const facts = h("dl", {});
+  const fact = (k, v) => { if (v !== undefined && v !== "") facts.append(h("dt", {}, k), h("dd", {}, String(v))); };
+  fact("node", n.id);
+  fact("kind", n.kind);
+  fact("status", n.status);
+  fact("attempt", n.attempt);
+  if (n.startedUs) fact("started", new Date(n.startedUs / 1000).toISOString());
+  if (n.finishedUs) fact("finished", new Date(n.finishedUs / 1000).toISOString());
+  if (n.used) {
+    fact("wall", `${n.used.wall_ms} ms`);
+    fact("tokens", `${n.used.tokens_in} in · ${n.used.tokens_out} out`);
+    fact("model calls", n.used.model_calls);
+    fact("cost", Tether.cost(n.used.cost));
+  }
+  const parts = [h("h2", {}, `${n.kind} node`), facts];
+  for (const child of state.children.get(n.id) || []) {
+    parts.push(h("p", {}, "sub-agent run: ",
+      h("a", { href: child.page, class: "child-run" }, child.run_id), ` (${child.status})`));
+  }
+  if (n.error) parts.push(h("h3", {}, "error"), h("pre", { class: "error" }, `${n.error.type}: ${n.error.message}`));
+  if (n.status === "completed") parts.push(h("h3", {}, "output"), valueView(n.output));
+  if (n.blobs && n.blobs.length) {
+    parts.push(h("h3", {}, "attached"), ...n.blobs.map(blobView));
+  }
+  if (n.status !== "completed" && !n.error) parts.push(h("p", { class: "muted" }, "no output yet"));
+  panel.replaceChildren(...parts);
+}
+
+function drawChildren() {
+  const all = [...state.children.values()].flat();
+  document.getElementById("children-box").hidden = all.length === 0;
+  document.getElementById("children").replaceChildren(...all.map((c) => h("li", {},
+    h("a", { href: c.page, class: "child-run" }, c.run_id), ` ${c.agent} · ${c.status}`)));
+}
+
+function drawActions() {
+  const live = ["queued", "running", "paused", "waiting"].includes(state.status);
+  document.getElementById("cancel").disabled = !live;
+  document.getElementById("resume").disabled = state.status !== "paused";
 }
 
 let pending = false;
@@ -264,15 +403,119 @@ function draw() {
     status.className = "badge " + state.status;
     document.getElementById("agent").textContent = state.agent;
     document.getElementById("records").textContent = `${state.seqs.length} records`;
-    document.getElementById("reason").textContent = state.reason || "";
-    drawBudget();
+    document.getElementById("reason").textContent = state.stopped || state.reason || "";
+    drawIo();
     drawWaits();
+    drawBudget();
     drawGraph();
+    drawPanel();
+    drawChildren();
     drawTokens();
+    drawActions();
   });
+  fetchChildren();
 }
 
-// -- the stream ---------------------------------------------------------------------
+function select(id) {
+  state.selected = state.selected === id ? "" : id;
+  draw();
+}
+
+const graph = document.getElementById("graph");
+graph.addEventListener("click", (e) => {
+  const g = e.target.closest("g.node");
+  if (g) select(g.dataset.nodeId);
+});
+graph.addEventListener("keydown", (e) => {
+  const g = e.target.closest("g.node");
+  if (g && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); select(g.dataset.nodeId); }
+});
+
+// -- sub-agent runs -------------------------------------------------------------------
+
+let childrenBusy = false;
+async function fetchChildren() {
+  // At most every 1.5 s, and once more after the end: a sub-agent run's row appears
+  // when its node starts, before any record of this run says so.
+  const now = Date.now();
+  if (childrenBusy || (now - state.childrenAt < 1500 && !state.finished)) return;
+  if (state.finished && state.childrenAt > 0 && state.childrenDone) return;
+  childrenBusy = true;
+  state.childrenAt = now;
+  try {
+    const r = await fetch(`${PAGE_BASE}/children`, { credentials: "same-origin" });
+    if (r.ok) {
+      const byNode = new Map();
+      for (const c of (await r.json()).children) {
+        if (!byNode.has(c.node_id)) byNode.set(c.node_id, []);
+        byNode.get(c.node_id).push(c);
+      }
+      state.children = byNode;
+      if (state.finished) state.childrenDone = true;
+      draw();
+    }
+  } catch (e) {
+    // the stream's own reconnect tells the reader the server is away
+  } finally {
+    childrenBusy = false;
+  }
+}
+
+// -- cancel and resume ----------------------------------------------------------------
+
+function say(text) { document.getElementById("action-note").textContent = text; }
+
+async function withToken(action) {
+  // Changing a run takes the API token (a cookie never does): the tab's, or ask for it.
+  if (Tether.token()) { await action(); return; }
+  const check = async (t) => (await fetch(`/v1/runs/${encodeURIComponent(RUN_ID)}`,
+    { headers: { Authorization: "Bearer " + t } })).status;
+  Tether.signIn(document.getElementById("signin"), check, () => action(),
+                "Cancelling or resuming a run takes the API token.");
+}
+
+async function post(path, body) {
+  const r = await Tether.api(`/v1/runs/${encodeURIComponent(RUN_ID)}/${path}`, {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: body === undefined ? "" : JSON.stringify(body),
+  });
+  const answer = await r.json().catch(() => ({}));
+  if (r.status === 401) { Tether.forget(); say("The API token was not accepted; sign in again."); return; }
+  if (!r.ok) { say((answer.error && answer.error.message) || `the server answered ${r.status}`); return; }
+  say(`${path}: the run is ${answer.status}`);
+}
+
+document.getElementById("cancel").addEventListener("click", () => withToken(async () => {
+  say("cancelling…");
+  await post("cancel");
+}));
+
+document.getElementById("resume").addEventListener("click", () => {
+  const form = document.getElementById("resume-form");
+  const lim = state.limits || {};
+  document.getElementById("b-nodes").value = lim.max_nodes || 0;
+  document.getElementById("b-tokens").value = lim.max_tokens || 0;
+  document.getElementById("b-cost").value = lim.max_cost || 0;
+  document.getElementById("b-wall").value = (lim.max_wall_ms || 0) / 1000;
+  form.hidden = !form.hidden;
+  document.getElementById("resume").setAttribute("aria-expanded", String(!form.hidden));
+  if (!form.hidden) document.getElementById("b-nodes").focus();
+});
+
+document.getElementById("resume-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const num = (id) => Number(document.getElementById(id).value || 0);
+  const budget = { max_nodes: Math.round(num("b-nodes")), max_tokens: Math.round(num("b-tokens")),
+                   max_cost: num("b-cost"), max_wall_s: num("b-wall") };
+  withToken(async () => {
+    say("resuming…");
+    await post("resume", { budget });
+    document.getElementById("resume-form").hidden = true;
+    document.getElementById("resume").setAttribute("aria-expanded", "false");
+  });
+});
+
+// -- the stream -----------------------------------------------------------------------
 
 function setLink(text) {
   const link = document.getElementById("link");
@@ -302,7 +545,7 @@ async function whyClosed(url) {
 function connect() {
   if (state.finished || state.stopped) return;
   state.connects += 1;
-  const url = `/runs/${encodeURIComponent(RUN_ID)}/events?tokens=1&after=${state.lastSeq}`;
+  const url = `${PAGE_BASE}/events?tokens=1&after=${state.lastSeq}`;
   const es = new EventSource(url);
   const again = (ms) => { es.close(); setLink("reconnecting"); setTimeout(connect, ms); };
   es.onopen = () => setLink("live");
@@ -331,7 +574,7 @@ function connect() {
     es.close();
     const status = await whyClosed(url);
     if (status === 204) { state.finished = true; setLink("done"); draw(); }
-    else if (status === 404) stop("unknown", `unknown run: no run ${RUN_ID} on this server`);
+    else if (status === 404) stop("unknown", `no such run: ${RUN_ID} is not on this server`);
     else if (status === 401) stop("expired", "this page's session expired: open the run's link again");
     else again(state.retryMs);
   };

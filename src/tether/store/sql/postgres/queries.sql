@@ -102,6 +102,18 @@ SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, own
        lease_until
 FROM runs WHERE status = $1 ORDER BY created_at DESC, run_id LIMIT $2 OFFSET $3;
 
+-- name: list_runs_where
+-- Runs matching the filters given (a NULL one matches every run), newest first.
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
+       lease_until
+FROM runs
+WHERE ($1::text IS NULL OR status = $1)
+  AND ($2::text IS NULL OR agent = $2)
+  AND ($3::text IS NULL OR starts_with(run_id, $3))
+  AND ($4::text IS NULL OR parent_run_id = $4)
+  AND (NOT $5::boolean OR parent_run_id IS NULL)
+ORDER BY created_at DESC, run_id LIMIT $6 OFFSET $7;
+
 -- name: migrations_lock
 -- Serialize migrate() across processes until this transaction ends (key: "tether" in hex).
 SELECT pg_advisory_xact_lock(x'746574686572'::bigint);
@@ -144,10 +156,12 @@ SELECT epoch FROM runs WHERE run_id = $1;
 -- worker still holds it between the pause record and the release (unless that worker
 -- died there and its lease ran out). Parked runs whose wake-up time has come are taken
 -- first, through their own index (runs_wake_idx): many waiting runs cost the claim nothing.
+-- Never the runs of $4: ones the claiming worker's code cannot continue.
 WITH due AS (
     SELECT run_id FROM runs
     WHERE parent_run_id IS NULL AND status = 'waiting'
       AND wake_at <= extract(epoch FROM clock_timestamp())
+      AND run_id <> ALL($4::text[])
     ORDER BY wake_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -159,6 +173,7 @@ WITH due AS (
            OR (status = 'paused' AND reason = 'drain'
                AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
            OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
+      AND run_id <> ALL($4::text[])
     ORDER BY created_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED

@@ -50,6 +50,17 @@ FROM runs ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until
 FROM runs WHERE status = ? ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
 
+-- name: list_runs_where
+-- Runs matching the filters given (a NULL one matches every run), newest first.
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until
+FROM runs
+WHERE (:status IS NULL OR status = :status)
+  AND (:agent IS NULL OR agent = :agent)
+  AND (:prefix IS NULL OR substr(run_id, 1, length(:prefix)) = :prefix)
+  AND (:parent IS NULL OR parent_run_id = :parent)
+  AND (:top = 0 OR parent_run_id IS NULL)
+ORDER BY created_at DESC, run_id LIMIT :limit OFFSET :offset;
+
 -- name: set_status_fenced
 -- Change a run's status, reason and wake-up time only while its epoch is the caller's.
 UPDATE runs SET status = ?, reason = ?, updated_at = ?, wake_at = ? WHERE run_id = ? AND epoch = ?;
@@ -57,13 +68,15 @@ UPDATE runs SET status = ?, reason = ?, updated_at = ?, wake_at = ? WHERE run_id
 -- name: claim
 -- Take up to N runnable top-level runs at a new epoch with a lease (one process owns the
 -- file, so its clock is the only clock): parked runs whose wake-up time has come, then
--- queued, drained and orphaned ones.
+-- queued, drained and orphaned ones; never those of :skip (a JSON array of run ids the
+-- claiming worker's code cannot continue).
 UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
        lease_until = :now + :ttl, updated_at = :now
 WHERE run_id IN (
     SELECT run_id FROM (
         SELECT run_id FROM runs
         WHERE parent_run_id IS NULL AND status = 'waiting' AND wake_at <= :now
+          AND run_id NOT IN (SELECT value FROM json_each(:skip))
         ORDER BY wake_at
         LIMIT :limit
     )
@@ -76,6 +89,7 @@ WHERE run_id IN (
                OR (status = 'paused' AND reason = 'drain'
                    AND (lease_until IS NULL OR lease_until < :now))
                OR (status = 'running' AND lease_until < :now))
+          AND run_id NOT IN (SELECT value FROM json_each(:skip))
         ORDER BY created_at
         LIMIT :limit
     )

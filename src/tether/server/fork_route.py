@@ -1,0 +1,35 @@
+"""POST /v1/runs/{run_id}/fork: a new queued run from a run's history (issue 13)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from tether.records import budget_of
+from tether.server.listing import urls
+from tether.server.request import run_id_of, server_of
+from tether.server.schemas import ForkRun, parse_body
+
+
+async def fork_run(request: Request) -> Response:
+    """Fork the run at `at_seq` (or before `before_node`) with `set_outputs` replacing
+    recorded outputs; 201 with the fork's id, queued for the workers. 404 for an unknown
+    run, 422 (nothing created) for a fork point or override the run does not have."""
+    server = server_of(request)
+    run_id = run_id_of(request)
+    body = parse_body(ForkRun, await request.body(), limit=server.limits.max_body_bytes)
+    budget = None
+    if body.budget is not None:  # the fields given replace the source's current limits
+        limits = budget_of((await server.runtime.load(run_id)).limits)
+        budget = replace(limits, **body.budget.given())  # type: ignore[arg-type]
+    fork_id = await server.runtime.fork(
+        run_id,
+        at_seq=body.at_seq,
+        before_node=body.before_node,
+        set_outputs=body.set_outputs,
+        budget=budget,
+    )
+    view = {"run_id": fork_id, "status": "queued", "forked_from": run_id, "urls": urls(fork_id)}
+    return JSONResponse(view, 201)

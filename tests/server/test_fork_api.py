@@ -1,0 +1,67 @@
+"""POST /v1/runs/{id}/fork and TetherClient.fork (issue 13): a real server, its embedded
+worker running the fork to completion; bad fork points refused, creating nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.server.agents import chain_input
+from tests.server.kit import CHAIN, running
+from tether.client import ApiError, TetherClient
+from tether.records import decode_log
+from tether.store.base import Store
+
+from .test_api import TOKEN, wait_status
+
+
+async def test_fork_over_http_runs_to_the_same_result_and_names_its_source(
+    durable_store: Store,
+) -> None:
+    async with running(durable_store) as (url, _), TetherClient(url, TOKEN) as client:
+        run_id = (await client.start(CHAIN, chain_input(3, 2, 0)))["run_id"]
+        await wait_status(client, run_id, "succeeded")
+        source = await client.get(run_id)
+        assert source["forked_from"] is None
+        forked = await client.fork(run_id, at_seq=2, budget={"max_nodes": 100})
+        assert forked["status"] == "queued" and forked["forked_from"] == run_id
+        fork_id = forked["run_id"]
+        assert forked["urls"]["self"] == f"/v1/runs/{fork_id}"
+        await wait_status(client, fork_id, "succeeded")
+        fork = await client.get(fork_id)
+        assert fork["result"] == source["result"]
+        assert fork["forked_from"] == {"run_id": run_id, "seq": 2, "overridden_node_ids": []}
+        assert fork["budget"]["limits"]["max_nodes"] == 100
+        src_rows = await durable_store.log.read_all(run_id)
+        assert (await durable_store.log.read_all(fork_id))[1:3] == src_rows[1:3]
+        done = [
+            r.node_completed.node_id
+            for r in decode_log(fork_id, await durable_store.log.read_all(fork_id))
+            if r.HasField("node_completed")
+        ]
+        assert len(done) == len(set(done)) == source["budget"]["used"]["nodes"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "kind", "says"),
+    [
+        ({"at_seq": 9999}, 422, "bad_fork", "cannot fork at seq 9999"),
+        ({"before_node": "ghost"}, 422, "bad_fork", "has no node ghost"),
+        ({}, 422, "bad_fork", "exactly one fork point"),
+        ({"at_seq": -1}, 422, "validation", "at_seq"),
+        ({"at_seq": 1, "set_outputs": {"ghost": 1}}, 422, "bad_fork", "ghost not completed"),
+    ],
+)
+async def test_bad_fork_over_http_is_refused_creating_nothing(
+    durable_store: Store, body: dict[str, object], status: int, kind: str, says: str
+) -> None:
+    async with running(durable_store) as (url, _), TetherClient(url, TOKEN) as client:
+        run_id = (await client.start(CHAIN, chain_input(2, 1, 0)))["run_id"]
+        await wait_status(client, run_id, "succeeded")
+        with pytest.raises(ApiError) as refused:
+            await client._call("POST", f"/v1/runs/{run_id}/fork", json=body)
+        assert refused.value.status == status and says in str(refused.value)
+        assert refused.value.kind == kind
+        with pytest.raises(ApiError) as unknown:
+            await client.fork("no-such-run", at_seq=0)
+        assert unknown.value.status == 404
+        assert [r["run_id"] for r in (await client.list())["runs"]] == [run_id]

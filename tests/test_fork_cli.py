@@ -1,0 +1,66 @@
+"""`tether history` and `tether fork` as a user runs them (issue 13): real processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.test_cli import answer, run_ids, tether
+
+
+def history(home: Path, run_id: str) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = json.loads(tether(home, "history", run_id, "--json").stdout)
+    return rows
+
+
+def test_history_lists_checkpoints_and_a_fork_runs_to_the_same_answer(tmp_path: Path) -> None:
+    source_answer = answer(tether(tmp_path, "demo", "--quiet").stdout)
+    (source,) = run_ids(tmp_path)
+    steps = history(tmp_path, str(source["run_id"]))
+    assert [s["seq"] for s in steps] == list(range(len(steps)))
+    assert steps[0]["kind"] == "run_started" and steps[-1]["kind"] == "run_finished"
+    assert any(s["kind"] == "node_completed" and s["node_id"] for s in steps)
+    table = tether(tmp_path, "history", str(source["run_id"])).stdout
+    assert "node_completed" in table and f"tether fork {source['run_id']} --at SEQ" in table
+
+    out = tether(tmp_path, "fork", str(source["run_id"]), "--at", "1", "--run", "--quiet").stdout
+    fork_id = out.splitlines()[0].strip()
+    assert answer(out) == source_answer
+    fork_steps = history(tmp_path, fork_id)
+    assert f"forked from {source['run_id']} at seq 1" in str(fork_steps[0]["note"])
+    assert fork_steps[1] == steps[1]
+    done = [s["node_id"] for s in fork_steps if s["kind"] == "node_completed"]
+    assert len(done) == len(set(done))
+
+
+def test_fork_queues_by_default_and_sets_an_output(tmp_path: Path) -> None:
+    tether(tmp_path, "demo", "--quiet")
+    (source,) = run_ids(tmp_path)
+    steps = history(tmp_path, str(source["run_id"]))
+    node = next(s["node_id"] for s in steps if s["kind"] == "node_completed")
+    out = tether(
+        tmp_path, "fork", str(source["run_id"]), "--at", "1", "--set", f'{node}={{"x": 1}}'
+    )
+    fork_id = out.stdout.strip()
+    rows = {r["run_id"]: r for r in run_ids(tmp_path)}
+    assert rows[fork_id]["status"] == "queued"
+    shown = json.loads(tether(tmp_path, "show", fork_id, "--json", "--outputs").stdout)
+    (view,) = [n for n in shown["nodes"] if n["node_id"] == node]
+    assert view["output"] == {"x": 1}
+
+
+def test_bad_fork_input_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    tether(tmp_path, "demo", "--quiet")
+    (source,) = run_ids(tmp_path)
+    rid = str(source["run_id"])
+    past = tether(tmp_path, "fork", rid, "--at", "9999", check=False)
+    assert past.returncode == 2 and "cannot fork at seq 9999" in past.stdout
+    bad_json = tether(tmp_path, "fork", rid, "--at", "1", "--set", "root={nope", check=False)
+    assert bad_json.returncode != 0 and "the value is not JSON" in bad_json.stderr
+    unknown = tether(tmp_path, "fork", rid, "--before", "ghost", check=False)
+    assert unknown.returncode == 2 and "has no node ghost" in unknown.stdout
+    neither = tether(tmp_path, "fork", rid, check=False)
+    assert neither.returncode == 2 and "--at" in neither.stderr
+    missing = tether(tmp_path, "history", "no-such-run", check=False)
+    assert missing.returncode == 2 and "no-such-run" in missing.stdout
+    assert [r["run_id"] for r in run_ids(tmp_path)] == [rid]
