@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -51,12 +52,17 @@ def parse_budget(spec: str, current: Graph | None = None) -> Budget:
         name = name.strip()
         if name not in values or not raw:
             raise SystemExit(
-                f"bad --budget item {part!r}: use nodes=, tokens=, cost= or wall= (seconds)"
+                f"bad --budget item {part!r}: the keys are {', '.join(values)} "
+                "(e.g. nodes=20,cost=0.5,wall=300; wall in seconds, +N adds)"
             )
         try:
             amount = float(raw)
         except ValueError:
             raise SystemExit(f"bad --budget value in {part!r}: not a number") from None
+        if not math.isfinite(amount) or amount < 0:
+            raise SystemExit(
+                f"bad --budget value in {part!r}: a limit is a finite number >= 0 (0: none)"
+            )
         values[name] = values[name] + amount if raw.startswith("+") else amount
     return Budget(
         max_nodes=int(values["nodes"]),
