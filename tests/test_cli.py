@@ -122,8 +122,8 @@ def test_show_json_is_stable(tmp_path: Path) -> None:
     run_id = str(run_ids(tmp_path)[0]["run_id"])
     view = json.loads(tether(tmp_path, "show", run_id, "--json", "--outputs").stdout)
     assert set(view) == {
-        "format", "run_id", "agent", "status", "reason", "parent_run_id", "forked_from", "records",
-        "budget", "result", "waits", "nodes", "state", "lease_left",
+        "format", "run_id", "agent", "agent_version", "status", "reason", "parent_run_id",
+        "forked_from", "records", "budget", "result", "waits", "nodes", "state", "lease_left",
     }  # fmt: skip
     assert view["format"] == 1
     assert set(view["budget"]) == {"limits", "used"}

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.agents import uid
 from tests.test_cli import env
+from tether import Context, Node, Registry, Runtime, Store
+from tether.agent import Agent, tool
+from tether.inspect import run_view
 
 AGENT = "tests.deploy_agents:agent"
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,3 +101,52 @@ def test_invariant_10_unknown_kinds_never_fail_a_run(
     view = json.loads(_tether(tmp_path, db, "show", run_id, "--json"))
     assert view["status"] == "succeeded", view
     assert [n["kind"] for n in view["nodes"]] == ["plan"], view
+
+
+def test_a_registry_version_is_declared_or_derived_from_its_kinds_and_input() -> None:
+    def two(name: str, second: str, **kw: object) -> Registry:
+        agent = Registry(uid(name), **kw)  # type: ignore[arg-type]
+        agent.add("plan", _noop)
+        agent.add(second, _noop)
+        return agent
+
+    assert two("v.declared", "act", version="2026-12-01").version == "2026-12-01"
+    same_a, same_b = two("v.a", "act"), two("v.b", "act")
+    assert same_a.version == same_b.version and same_a.version.startswith("h-")
+    assert two("v.renamed", "act2").version != same_a.version  # a renamed kind
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+    shaped = two("v.shaped", "act", input=schema)
+    assert shaped.version != same_a.version  # a declared input shape
+    reshaped = two("v.reshaped", "act", input={**schema, "required": ["q"]})
+    assert reshaped.version != shaped.version
+    with pytest.raises(ValueError, match="version must not be empty"):
+        Registry(uid("v.empty"), version=" ")
+
+
+def test_an_agent_version_covers_its_tools() -> None:
+    @tool
+    async def search(q: str) -> str:
+        return q
+
+    @tool
+    async def fetch(url: str) -> str:
+        return url
+
+    one = Agent(uid("v.agent"), model="m", tools=[search])
+    assert one.registry.version == Agent(uid("v.agent"), model="m", tools=[search]).registry.version
+    assert one.registry.version != Agent(uid("v.agent"), model="m", tools=[fetch]).registry.version
+    assert Agent(uid("v.agent"), model="m", version="7").registry.version == "7"
+
+
+async def test_a_run_records_the_version_it_started_on(store: Store) -> None:
+    agent = Registry(uid("v.run"), version="r1")
+    agent.add("only", _noop)
+    runtime = Runtime(store)
+    run_id = await runtime.submit(agent)
+    graph = await runtime.load(run_id)
+    assert graph.started is not None and graph.started.agent_version == "r1"
+    assert run_view(graph)["agent_version"] == "r1"
+
+
+async def _noop(ctx: Context, node: Node) -> None:
+    return None

@@ -245,6 +245,7 @@ class Runtime:
             config=dump_json(config) if config else b"",
             limits=limits_of(budget),
             parent=parent,
+            version=registry.version,
         )
         owned = status is Status.RUNNING
         leased = owned and parent is None
