@@ -84,6 +84,15 @@ def pg_database(pg_template: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def fresh_pg_database(pg_template: str) -> Iterator[str]:
+    """URL of a fresh migrated database for one test (for tests that run real processes)."""
+    name = fresh_db_name("fresh")
+    asyncio.run(pg_admin(f"CREATE DATABASE {name} TEMPLATE {pg_template}"))
+    yield pg_url(name)
+    asyncio.run(pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture
 def empty_pg_database() -> Iterator[str]:
     """URL of an empty database (no migrations), for tests of migrating itself."""
     name = fresh_db_name("empty")

@@ -122,8 +122,8 @@ def test_show_json_is_stable(tmp_path: Path) -> None:
     run_id = str(run_ids(tmp_path)[0]["run_id"])
     view = json.loads(tether(tmp_path, "show", run_id, "--json", "--outputs").stdout)
     assert set(view) == {
-        "format", "run_id", "agent", "status", "reason", "parent_run_id", "forked_from", "records",
-        "budget", "result", "waits", "nodes", "state", "lease_left",
+        "format", "run_id", "agent", "agent_version", "status", "reason", "parent_run_id",
+        "forked_from", "records", "budget", "result", "waits", "nodes", "state", "lease_left",
     }  # fmt: skip
     assert view["format"] == 1
     assert set(view["budget"]) == {"limits", "used"}
@@ -179,7 +179,7 @@ def test_read_only_commands_against_an_empty_directory_create_nothing(
 ) -> None:
     proc = tether(tmp_path, *args, check=False)
     assert proc.returncode == 2
-    out = " ".join(proc.stdout.split())
+    out = " ".join((proc.stdout + proc.stderr).split())
     assert f"no tether store at {tmp_path / '.tether' / 'tether.db'}" in out
     assert "tether db migrate" in out  # what to run
     assert list(tmp_path.iterdir()) == []  # no database file, no directory, no blobs
@@ -192,7 +192,8 @@ def test_read_only_commands_against_an_unmigrated_store_say_what_to_run(tmp_path
     sqlite3.connect(tmp_path / ".tether" / "tether.db").close()  # an empty file: no schema
     proc = tether(tmp_path, "runs", check=False)
     assert proc.returncode == 2
-    assert "lacks migrations" in proc.stdout and "tether db migrate" in proc.stdout
+    said = proc.stdout + proc.stderr
+    assert "lacks migrations" in said and "tether db migrate" in said
     tables = sqlite3.connect(tmp_path / ".tether" / "tether.db").execute(
         "SELECT name FROM sqlite_master"
     )

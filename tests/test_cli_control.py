@@ -5,6 +5,7 @@ Real processes and SIGKILL on the embedded SQLite store."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -53,7 +54,7 @@ def test_resume_of_a_crashed_demo_is_refused_while_its_lease_lasts_then_forced(
     assert f"taking run {run_id} over from {owner}" in " ".join(forced.stdout.split())
     assert answer(forced.stdout) == reference
     ids = node_ids(tmp_path, run_id)
-    assert len(ids) == len(set(ids)) == 9
+    assert len(ids) == len(set(ids)) == 10  # the demo: 3 turns, 4 searches, analyst, calc, report
 
 
 def test_a_crashed_demo_turns_orphaned_and_resume_wait_takes_it(tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def test_a_worker_adopts_a_crashed_demo_after_its_lease(tmp_path: Path) -> None:
     assert worker.returncode == 0, out
     assert f"run {run_id}: claimed at epoch 2" in out
     ids = node_ids(tmp_path, run_id)
-    assert len(ids) == len(set(ids)) == 9
+    assert len(ids) == len(set(ids)) == 10  # the demo: 3 turns, 4 searches, analyst, calc, report
 
 
 def test_two_resumes_at_once_execute_the_run_once(tmp_path: Path) -> None:
@@ -122,7 +123,7 @@ def test_two_resumes_at_once_execute_the_run_once(tmp_path: Path) -> None:
     # It came while the winner held the run, or after the winner had finished it.
     assert "is running by" in loser or "has finished" in loser, loser
     ids = node_ids(tmp_path, run_id)
-    assert len(ids) == len(set(ids)) == 9
+    assert len(ids) == len(set(ids)) == 10  # the demo: 3 turns, 4 searches, analyst, calc, report
 
 
 def test_a_worker_executes_a_run_queued_with_a_10_kb_input_through_the_blob_store(
@@ -167,3 +168,107 @@ def test_a_worker_executes_a_run_queued_with_a_10_kb_input_through_the_blob_stor
         worker.send_signal(signal.SIGTERM)
         out, _ = worker.communicate(timeout=60)
     assert r["status"] == Status.SUCCEEDED.value, (r, out)
+
+
+def test_resume_force_fences_a_live_worker_on_postgres(
+    tmp_path: Path, fresh_pg_database: str
+) -> None:
+    # A real `tether worker` executes a slow demo run; `tether resume --force` takes it
+    # over mid-run. The worker's next append is refused (fenced): it stops the run without
+    # marking it failed, and the log holds each node once.
+    e = env(tmp_path)
+    e["TETHER_DATABASE_URL"] = fresh_pg_database
+
+    def cli(*args: str, speed: str = "0") -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tether", *args],
+            cwd=tmp_path,
+            env={**e, "TETHER_DEMO_SPEED": speed},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+        return proc
+
+    def pg_row(run_id: str) -> dict[str, Any]:
+        rows: list[dict[str, Any]] = json.loads(cli("runs", "--json").stdout)
+        return next(r for r in rows if r["run_id"] == run_id)
+
+    def completed(run_id: str) -> list[str]:
+        shown = json.loads(cli("show", run_id, "--json").stdout)
+        return [n["node_id"] for n in shown["nodes"] if n["status"] == "completed"]
+
+    run_id = cli("submit", "demo").stdout.strip()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tether", "worker", "--poll", "0.2"],
+        cwd=tmp_path,
+        env={**e, "TETHER_DEMO_SPEED": "3"},  # slow: the takeover lands mid-run
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(completed(run_id)) < 2:
+            assert time.monotonic() < deadline, pg_row(run_id)
+            assert worker.poll() is None
+            time.sleep(0.1)
+        r = pg_row(run_id)
+        assert r["state"] == "running" and r["owner"], r
+        worker_owner = r["owner"]
+        forced = cli("resume", run_id, "--force", "--quiet")
+        assert f"taking run {run_id} over from {worker_owner}" in " ".join(forced.stdout.split())
+        assert "result: " in forced.stdout
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=60)
+    assert worker.returncode == 0, out
+    assert f"run {run_id}: fenced off" in out, out
+    assert "execution failed" not in out and "released failed" not in out, out
+    assert "'fenced': 1" in out, out
+    assert pg_row(run_id)["status"] == "succeeded"
+    ids = completed(run_id)
+    assert len(ids) == len(set(ids)) and "root" in ids
+    # The log itself, not a view of it: one NodeCompleted per node, whoever wrote it.
+    logged = asyncio.run(logged_completions(fresh_pg_database, run_id))
+    assert sorted(logged) == sorted(ids)
+
+
+async def logged_completions(db: str, run_id: str) -> list[str]:
+    from tether.records import decode_log
+    from tether.store import store_from_url
+
+    async with store_from_url(db) as store:
+        records = decode_log(run_id, await store.log.read_all(run_id))
+    return [r.node_completed.node_id for r in records if r.WhichOneof("body") == "node_completed"]
+
+
+def test_a_worker_with_an_unusable_blob_directory_says_so_at_start_up(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a directory")
+    bad = tmp_path / "afile" / "blobs"
+    proc = tether(tmp_path, "worker", "--blobs", str(bad), check=False)
+    assert proc.returncode == 2, proc
+    out = " ".join(proc.stdout.split())
+    assert f"blob store directory {bad} cannot be created" in out, out
+    assert "ready" not in out and "Traceback" not in proc.stderr, proc
+
+
+def test_a_worker_with_an_unreachable_blob_store_says_so_at_start_up(tmp_path: Path) -> None:
+    from tests.s3server import free_port
+
+    url = f"s3://runs/blobs?endpoint=http://127.0.0.1:{free_port()}"  # nothing listens
+    e = env(tmp_path)
+    e.update(AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="k", AWS_REGION="us-east-1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tether", "worker", "--blobs", url],
+        cwd=tmp_path,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc
+    out = " ".join(proc.stdout.split())
+    assert f"blob store '{url}' is not usable" in out and "--blobs" in out, out
+    assert "ready" not in out, out

@@ -9,6 +9,8 @@ from collections import Counter
 import pytest
 
 from tests.agents import fanout, uid
+from tests.step_agents import CALLS, steps_agent
+from tests.waits_agents import approvals
 from tether import (
     BadFork,
     Budget,
@@ -176,3 +178,32 @@ async def test_history_has_one_checkpoint_per_record_naming_its_node(
     assert {s.node_id for s in steps if s.kind == "node_completed"} == {ROOT_ID, TOOL, ANSWER}
     head = next(checkpoints(await records_of(durable_store, fork_id)))
     assert head.note.endswith(f"forked from {source.run_id} at seq 2")
+
+
+async def test_a_fork_inside_a_wait_keeps_the_wait(durable_store: Store) -> None:
+    runtime = Runtime(durable_store)
+    source = await runtime.start(approvals, {"n": 1}, run_id=uid("wait"))
+    assert source.status is Status.WAITING
+    last = len(await durable_store.log.read_all(source.run_id)) - 1
+    fork_id = await runtime.fork(source.run_id, at_seq=last)
+    parked = await runtime.resume(fork_id)
+    assert parked.status is Status.WAITING
+    assert [w.key for w in parked.graph.pending_waits()] == ["approve-0"]
+    await runtime.signal(fork_id, "approve-0", {"approve": False})
+    done = await runtime.resume(fork_id)
+    assert (done.status, done.result) == (Status.SUCCEEDED, [[0, "rejected"]])
+    # The source still waits for its own answer.
+    assert (await runtime.outcome(source.run_id)).status is Status.WAITING
+
+
+async def test_a_fork_keeps_the_steps_recorded_before_its_seq(durable_store: Store) -> None:
+    runtime = Runtime(durable_store)
+    source = await runtime.start(steps_agent, None, run_id=uid("steps"))
+    records = await records_of(durable_store, source.run_id)
+    steps = [seq for seq, r in enumerate(records) if r.HasField("step_recorded")]
+    assert len(steps) == 3
+    fork_id = await runtime.fork(source.run_id, at_seq=steps[1])  # plan and fetch recorded
+    outcome = await runtime.resume(fork_id)
+    assert (outcome.status, outcome.result) == (Status.SUCCEEDED, source.result)
+    ran = {name: CALLS[f"{fork_id}/{name}"] for name in ("plan", "fetch", "write")}
+    assert ran == {"plan": 0, "fetch": 0, "write": 1}

@@ -10,7 +10,6 @@ import sys
 from typing import Any
 
 from tether import commands, commands_fork, logs
-from tether.commands import console
 from tether.errors import TetherError
 from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.store import Status
@@ -139,6 +138,8 @@ def _log_format(cmd: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tether", description="A durable runtime for LLM agents.")
+    parser.add_argument("--version", action="version", version=f"tether {_version()}")
+    parser.add_argument("--debug", action="store_true", help="on an error, show the traceback too")
     parser.add_argument(
         "--db", help="store URL (default: $TETHER_DATABASE_URL or sqlite in ./.tether)"
     )
@@ -382,9 +383,35 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "db":  # migrating must not go through open(), which migrates
             return asyncio.run(commands.cmd_migrate(args))
         return asyncio.run(_run(args, settings))
-    except TetherError as exc:
-        console.print(f"[red]error:[/] {exc}")
+    except USER_ERRORS as exc:
+        # A mistake in a URL, a path, a budget or a run id: one line, no traceback.
+        if args.debug:
+            raise
+        # On stdout, where tether has always said it (scripts and tests read it there).
+        print(f"error: {_one_line(exc)}", flush=True)
         return 2
+
+
+# What a user's mistake raises (a bad URL or path, a missing extra, an unknown run);
+# anything else is a bug, and keeps its traceback.
+USER_ERRORS = (TetherError, ValueError, OverflowError, OSError, ImportError)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+        # A data directory that cannot be made or written (read-only, or a bad path).
+        text += "; set TETHER_DATA_DIR or pass --db (and --blobs) to a writable place"
+    return text
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tether")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:

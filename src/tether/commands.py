@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -31,7 +32,7 @@ from tether.records import Record, budget_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
 from tether.store import RunInfo, Status, Store, default_url, migrate_url
-from tether.wiring import new_runtime, open_blobs
+from tether.wiring import check_blobs, new_runtime, open_blobs
 
 console = Console()
 
@@ -51,12 +52,17 @@ def parse_budget(spec: str, current: Graph | None = None) -> Budget:
         name = name.strip()
         if name not in values or not raw:
             raise SystemExit(
-                f"bad --budget item {part!r}: use nodes=, tokens=, cost= or wall= (seconds)"
+                f"bad --budget item {part!r}: the keys are {', '.join(values)} "
+                "(e.g. nodes=20,cost=0.5,wall=300; wall in seconds, +N adds)"
             )
         try:
             amount = float(raw)
         except ValueError:
             raise SystemExit(f"bad --budget value in {part!r}: not a number") from None
+        if not math.isfinite(amount) or amount < 0:
+            raise SystemExit(
+                f"bad --budget value in {part!r}: a limit is a finite number >= 0 (0: none)"
+            )
         values[name] = values[name] + amount if raw.startswith("+") else amount
     return Budget(
         max_nodes=int(values["nodes"]),
@@ -270,6 +276,7 @@ async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
     # The blob store opens now: a misconfigured one is reported at start-up, not at the
     # first run that offloads (a run queued by `tether serve` with a large input).
     async with open_blobs(args.settings) as blobs:
+        await check_blobs(blobs, args.settings)
         runtime = new_runtime(store, args.settings, blobs=blobs)
         return await _work(store, args, runtime)
 
@@ -436,9 +443,13 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     from tether.display import budget_line, graph_tree
 
     console.print(graph_tree(graph))
+    if graph.started is not None and graph.started.agent_version:
+        console.print(f"agent {graph.agent} version {graph.started.agent_version}")
     console.print(budget_line(graph))
     if graph.reason:
         console.print(f"reason: {graph.reason}")
+    elif info is not None and info.reason and not info.status.finished:
+        console.print(f"{info.state(now)}: {info.reason}")  # e.g. why no worker took it
     if info is not None and info.owner and not info.status.finished:
         left = info.lease_left(now)
         lease = "" if left is None else f", lease {_lease_state(left)}"

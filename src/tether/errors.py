@@ -107,6 +107,19 @@ class UnknownNodeKind(TetherError):
         self.kind = kind
 
 
+class CannotContinue(TetherError):
+    """This process's code cannot continue a run: its agent does not resolve here, or has no
+    handler for a kind the run has pending. Nothing is recorded; the run stays queued for
+    a worker whose code can (a deploy in progress is not a failure of the run)."""
+
+    def __init__(self, run_id: str, agent: str, why: str, kinds: tuple[str, ...] = ()) -> None:
+        super().__init__(f"run {run_id}: {why}")
+        self.run_id = run_id
+        self.agent = agent
+        self.why = why
+        self.kinds = kinds
+
+
 class UnknownAgent(TetherError):
     """An agent name or import path does not resolve to a Registry."""
 

@@ -159,6 +159,13 @@ class Graph:
         """The spec of a spawned node (KeyError if none)."""
         return self._specs[node_id]
 
+    def pending_kinds(self) -> list[str]:
+        """The kinds of the spawned nodes not completed yet that a handler must execute
+        (waits are completed by events, not handlers), each once, in spawn order."""
+        done, waits = self._done, self._wait_ids
+        kinds = (s.kind for nid, s in self._specs.items() if nid not in done and nid not in waits)
+        return list(dict.fromkeys(kinds))
+
     def pending_waits(self) -> list[PendingWait]:
         """The open waits, in the order they opened."""
         specs = self._specs

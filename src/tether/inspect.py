@@ -261,6 +261,7 @@ def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
         "format": FORMAT_VERSION,
         "run_id": graph.run_id,
         "agent": graph.agent,
+        "agent_version": (started.agent_version or None) if started else None,
         "status": graph.status,
         "reason": graph.reason,
         "parent_run_id": started.parent_run_id or None if started else None,

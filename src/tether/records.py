@@ -74,11 +74,14 @@ def run_started(
     config: bytes = b"",
     limits: pb.BudgetLimits | None = None,
     parent: tuple[str, str] | None = None,
+    version: str = "",
 ) -> pb.Record:
-    """Seq 0 of a run: its agent, input, limits and the root node (`entry`, given the input)."""
+    """Seq 0 of a run: its agent (and the version of its code), input, limits and the root
+    node (`entry`, given the input)."""
     started = pb.RunStarted(
         schema_version=SCHEMA_VERSION,
         agent=agent,
+        agent_version=version,
         config=config,
         limits=limits,
         parent_run_id=parent[0] if parent else "",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -28,6 +30,12 @@ class HandlerSpec:
     fallback: Fallback | None
 
 
+def version_hash(shape: Any) -> str:
+    """A derived version: `h-` and 12 hex digits of the hash of `shape` as sorted JSON."""
+    text = json.dumps(shape, sort_keys=True, default=str)
+    return "h-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 class Registry:
     """A named set of node handlers; runs of this agent start at its `entry` kind."""
 
@@ -38,8 +46,12 @@ class Registry:
         entry: str | None = None,
         input: Any = None,
         default_input: Any = NO_DEFAULT,
+        version: str | None = None,
     ) -> None:
+        if version is not None and not version.strip():
+            raise ValueError(f"agent {name!r}: version must not be empty")
         self.name = name
+        self._version = version
         self.entry = entry
         # The shape runs' inputs must have (a pydantic model or a JSON schema), checked
         # before anything is recorded; `default_input` stands in for an input not given.
@@ -91,6 +103,22 @@ class Registry:
         if spec is None:
             raise UnknownNodeKind(self.name, kind)
         return spec
+
+    def missing(self, kinds: Iterable[str]) -> list[str]:
+        """The kinds of `kinds` this agent has no handler for."""
+        return [k for k in kinds if k not in self._handlers]
+
+    @property
+    def version(self) -> str:
+        """The declared version, or `h-` and a hash of the handler kinds and the declared
+        input schema: code that renames a kind or reshapes its input has another one."""
+        if self._version is not None:
+            return self._version
+        shape = self.input
+        schema: Any = None
+        if shape is not None:
+            schema = shape.schema if shape.schema is not None else shape.model.model_json_schema()
+        return version_hash({"kinds": sorted(self._handlers), "input": schema})
 
     @property
     def kinds(self) -> list[str]:

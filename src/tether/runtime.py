@@ -15,6 +15,7 @@ from tether.core import Budget, Usage
 from tether.crypto.keyring import KeyRing
 from tether.delivery import Delivered, deliver
 from tether.errors import (
+    CannotContinue,
     ChildFailed,
     ChildPaused,
     ChildWaiting,
@@ -25,6 +26,7 @@ from tether.errors import (
     RunExists,
     RunNotResumable,
     TetherError,
+    UnknownAgent,
     UnknownRun,
 )
 from tether.events import EventBus
@@ -243,6 +245,7 @@ class Runtime:
             config=dump_json(config) if config else b"",
             limits=limits_of(budget),
             parent=parent,
+            version=registry.version,
         )
         owned = status is Status.RUNNING
         leased = owned and parent is None
@@ -353,10 +356,35 @@ class Runtime:
     ) -> Outcome:
         """Record that the run is taken up again, then execute it."""
         limits = limits_of(budget) if budget is not None else None
-        executor = RunExecutor(self, graph, resolve_agent(graph.agent), epoch=epoch)
+        try:
+            registry = self.registry_for(graph)
+        except CannotContinue as exc:
+            if epoch is not None:  # give it back queued, with why, for a worker that can
+                reason = f"{exc.why} ({self.owner}); waiting for a worker that can continue it"
+                await self.store.leases.release(graph.run_id, epoch, Status.QUEUED, reason)
+            raise
+        executor = RunExecutor(self, graph, registry, epoch=epoch)
         await self.writer.write(graph, run_resumed(self.owner, epoch, limits), epoch=epoch)
         await self.store.runs.set_status(graph.run_id, Status.RUNNING, epoch=epoch)
         return await executor.execute()
+
+    def registry_for(self, graph: Graph) -> Registry:
+        """The agent code in this process that continues `graph`; CannotContinue (nothing
+        recorded) when its agent does not resolve here or lacks a pending node's kind."""
+        try:
+            registry = resolve_agent(graph.agent)
+        except UnknownAgent as exc:
+            raise CannotContinue(graph.run_id, graph.agent, str(exc)) from None
+        missing = registry.missing(graph.pending_kinds())
+        if missing:
+            raise CannotContinue(
+                graph.run_id,
+                graph.agent,
+                f"agent {graph.agent!r} here has no handler for pending node kind"
+                f"{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))}",
+                tuple(missing),
+            )
+        return registry
 
     async def submit(
         self,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tether.blobs import BlobStore
+from tether.blobs.errors import BlobError
 from tether.blobs.factory import default_blob_url, open_blob_store
 from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.runtime import Runtime
@@ -81,6 +82,26 @@ def open_blobs(settings: Settings) -> BlobStore:
     from tether.blobs.sealed import SealedBlobStore
 
     return SealedBlobStore(blobs, settings.keys)
+
+
+# What `check_blobs` writes: one small blob, the same every time (content-addressed, so
+# each check rewrites or touches it; `tether blobs gc` removes it like any unreferenced blob).
+PROBE = b"tether: blob store write check\n"
+
+
+async def check_blobs(blobs: BlobStore, settings: Settings) -> None:
+    """Write a probe blob and read it back, so a misconfigured blob store (an unwritable
+    directory, an unreachable or refusing S3 endpoint) is reported at start-up, naming its
+    url, not at the first run that offloads a value."""
+    try:
+        ref = await blobs.put(PROBE, "text/plain")
+        if await blobs.get(ref) != PROBE:
+            raise BlobError("the blob read back differs from the one written")
+    except Exception as exc:
+        raise BlobError(
+            f"blob store {settings.blob_url()!r} is not usable: {exc}; "
+            "fix --blobs / $TETHER_BLOB_URL"
+        ) from exc
 
 
 def new_runtime(store: Store, settings: Settings, *, blobs: BlobStore | None = None) -> Runtime:

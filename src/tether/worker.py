@@ -16,7 +16,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from tether import faults, metrics
-from tether.errors import StaleEpoch, StoreError, StoreUnavailable
+from tether.errors import CannotContinue, StaleEpoch, StoreError, StoreUnavailable
 from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.ops.retention import retention_pass
 from tether.runtime import Runtime
@@ -26,6 +26,9 @@ log = logging.getLogger("tether.worker")
 
 # How often an idle worker looks for expired leases (nothing NOTIFYs when a lease runs out).
 DEFAULT_POLL = 1.0
+# How long a worker leaves alone a run its code could not continue (it was given back
+# queued) before it looks at it again.
+DECLINE_FOR = 60.0
 # How often a worker with `retain` set tries a retention pass.
 DEFAULT_RETAIN_EVERY = 600.0
 
@@ -65,6 +68,8 @@ class Worker:
         self._renewed: dict[str, float] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._slot_freed = asyncio.Event()
+        # Runs given back because this worker's code cannot continue them, and when.
+        self._declined: dict[str, float] = {}
 
     def stop(self) -> None:
         """Drain: stop claiming and launching nodes. A second call cancels what is in flight."""
@@ -81,7 +86,8 @@ class Worker:
         return {"run_id": claim.run_id, "epoch": claim.epoch, "owner": self.owner}
 
     def statistics(self) -> dict[str, int]:
-        """Counters: claimed, finished, paused, drained, fenced, lost, expired, failed."""
+        """Counters: claimed, finished, paused, drained, declined, fenced, lost, expired,
+        failed."""
         return dict(self.counts)
 
     async def run(self) -> None:
@@ -138,7 +144,9 @@ class Worker:
             if free > 0:
                 sent = time.monotonic()
                 try:
-                    claims = await self.leases.claim(self.owner, free, self.lease_ttl)
+                    claims = await self.leases.claim(
+                        self.owner, free, self.lease_ttl, skip=self._skipped(sent)
+                    )
                     delay = 0.05
                 except StoreUnavailable as exc:
                     log.warning("%s: claim failed (%s); retrying in %.2fs", self.owner, exc, delay)
@@ -162,6 +170,13 @@ class Worker:
             else:
                 self._slot_freed.clear()
                 await self._until_stopped(self._slot_freed.wait())
+
+    def _skipped(self, now: float) -> list[str]:
+        """The runs this worker gave back as beyond its code, until DECLINE_FOR passes."""
+        for run_id, at in list(self._declined.items()):
+            if now - at >= DECLINE_FOR:
+                del self._declined[run_id]
+        return list(self._declined)
 
     async def _idle_wait(self) -> float:
         """How long an idle worker waits for a NOTIFY: its poll, or less when a parked run's
@@ -213,6 +228,11 @@ class Worker:
                 outcome = await self.runtime.continue_graph(graph, epoch=epoch)
             # The run's last record released it, in the same transaction.
             self._released(claim, outcome.status, outcome.reason or None)
+        except CannotContinue as exc:
+            # Given back queued (nothing recorded): a worker whose code can takes it.
+            log.warning("%s; gave it back for a worker that can continue it", exc)
+            self._declined[run_id] = time.monotonic()
+            self._count("declined")
         except StaleEpoch:
             log.warning(
                 "run %s: fenced off, epoch %d is stale (another worker claimed the run); "

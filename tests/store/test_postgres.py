@@ -235,3 +235,30 @@ async def test_a_statement_past_its_command_timeout_fails_and_the_pool_recovers(
 def test_a_command_timeout_that_is_not_a_number_is_named() -> None:
     with pytest.raises(ValueError, match="command_timeout='soon' is not a number"):
         PostgresStore("postgresql://127.0.0.1/db?command_timeout=soon")
+
+
+async def test_a_cancellation_on_a_connection_the_pool_took_back_stays_a_cancellation(
+    pg_database: str,
+) -> None:
+    # A worker draining while its database restarts: the server drops the connection (the
+    # pool takes it back at once) and the statement's task is cancelled. Closing the lost
+    # connection must not replace the cancellation with a StoreError: that crashed the
+    # worker's heartbeat, and the drained worker exited 1 (chaos trial, 2026-12-03).
+    from tether.store.postgres_db import PgPool
+
+    pool = PgPool(pg_database, min_size=1, max_size=2)
+    await pool.open()
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            async with pool.connection() as conn:
+                pid = conn.get_server_pid()
+                async with pool.connection() as other:
+                    await other.execute("SELECT pg_terminate_backend($1)", pid)
+                lost = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)
+                with pytest.raises(lost):  # the loss reaches the driver, in one form or another
+                    await conn.execute("SELECT 1")
+                raise asyncio.CancelledError
+        async with pool.connection() as conn:  # the pool goes on with a fresh connection
+            assert await conn.fetchval("SELECT 1") == 1
+    finally:
+        await pool.close()

@@ -18,7 +18,7 @@ from tether.agent.tools import Tool, ToolArgumentsError
 from tether.context import Context
 from tether.core import Budget, Handler, Node, NodeResult, Spawn, Usage, Wait
 from tether.executor import Outcome
-from tether.registry import Registry
+from tether.registry import Registry, version_hash
 from tether.runtime import Runtime
 from tether.waits import WAIT_KIND
 
@@ -74,6 +74,7 @@ class Agent:
         base_url: str | None = None,
         api_key: str | None = None,
         model_attempts: int = 6,
+        version: str | None = None,
     ) -> None:
         self.name = name
         # What a parent agent's model calls this agent by (names are global, tool names local).
@@ -100,7 +101,15 @@ class Agent:
             raise ValueError(f"agent {name!r}: tool and sub-agent share names {sorted(clash)}")
         self._provider: Provider | None = None
         self._provider_loop: asyncio.AbstractEventLoop | None = None
-        self.registry = Registry(name, entry="turn")
+        if version is None:  # by default, the tools' and sub-agents' names and arguments
+            version = version_hash(
+                {
+                    "kinds": ["turn"],
+                    "tools": {n: t.arguments.model_json_schema() for n, t in self.tools.items()},
+                    "subagents": sorted(self.subagents),
+                }
+            )
+        self.registry = Registry(name, entry="turn", version=version)
         self.registry.add("turn", self._turn)
         # One kind per tool, so each keeps its own retry policy and the graph names it.
         for t in self.tools.values():

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tether.blobs.base import BlobInfo, BlobStore, fanout, is_sha256_hex
-from tether.blobs.errors import BlobNotFound, BlobStoreUnavailable
+from tether.blobs.errors import BlobError, BlobNotFound, BlobStoreUnavailable
 
 CHUNK_SIZE = 1 << 20
 TMP_DIR = ".tmp"
@@ -40,7 +40,12 @@ class LocalBlobStore(BlobStore):
         # realpath so the url of a blob is stable however the root was spelled.
         self._root = Path(os.path.realpath(root))
         self._tmp = self._root / TMP_DIR
-        self._tmp.mkdir(parents=True, exist_ok=True)
+        try:
+            self._tmp.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BlobError(
+                f"blob store directory {self._root} cannot be created: {exc.strerror or exc}"
+            ) from exc
         self._root_url = self._root.as_uri()
 
     @property

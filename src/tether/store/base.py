@@ -208,8 +208,11 @@ class Leases(ABC):
     """
 
     @abstractmethod
-    async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
-        """Take up to `limit` runnable runs for `ttl` seconds, each at a new epoch."""
+    async def claim(
+        self, owner: str, limit: int, ttl: float, *, skip: Sequence[str] = ()
+    ) -> list[Claim]:
+        """Take up to `limit` runnable runs for `ttl` seconds, each at a new epoch; never
+        the runs in `skip` (ones this worker's code cannot continue)."""
 
     @abstractmethod
     async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:

@@ -146,10 +146,17 @@ class MemoryLeases(Leases):
         self._log = log
         self._woken = asyncio.Event()
 
-    async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
+    async def claim(
+        self, owner: str, limit: int, ttl: float, *, skip: Sequence[str] = ()
+    ) -> list[Claim]:
         now = time.time()
+        skipped = set(skip)
         found = sorted(
-            (r for r in self._s.runs.values() if _runnable(self._s, r, now)),
+            (
+                r
+                for r in self._s.runs.values()
+                if r.run_id not in skipped and _runnable(self._s, r, now)
+            ),
             key=lambda r: r.created_at,
         )[: max(limit, 0)]
         claims = []

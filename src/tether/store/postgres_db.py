@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -143,8 +143,11 @@ class PgPool:
                 except (TimeoutError, asyncio.CancelledError):
                     # The statement's reply may never come (a partition): close the socket
                     # now, or releasing the connection waits for a cancellation that
-                    # cannot reach the server either. The pool opens a fresh one.
-                    conn.terminate()
+                    # cannot reach the server either. The pool opens a fresh one. A pool
+                    # closing under us may have taken the connection back already: then
+                    # there is nothing to close, and the cancellation must still propagate.
+                    with suppress(asyncpg.InterfaceError):
+                        conn.terminate()
                     raise
                 except asyncpg.InternalClientError as exc:
                     # A server's FATAL (pg_terminate_backend, shutdown) that arrives while

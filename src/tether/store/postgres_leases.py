@@ -28,10 +28,12 @@ class PostgresLeases(Leases):
         self._listener: asyncpg.Connection | None = None
         self._woken = asyncio.Event()
 
-    async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
+    async def claim(
+        self, owner: str, limit: int, ttl: float, *, skip: Sequence[str] = ()
+    ) -> list[Claim]:
         if limit <= 0:
             return []
-        rows = await self._db.fetch(Q["claim"], owner, limit, ttl)
+        rows = await self._db.fetch(Q["claim"], owner, limit, ttl, list(skip))
         return [Claim(row[0], row[1], row[2]) for row in rows]
 
     async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -27,10 +28,18 @@ class SqliteLeases(Leases):
         self._db = db
         self._woken = asyncio.Event()
 
-    async def claim(self, owner: str, limit: int, ttl: float) -> list[Claim]:
+    async def claim(
+        self, owner: str, limit: int, ttl: float, *, skip: Sequence[str] = ()
+    ) -> list[Claim]:
         if limit <= 0:
             return []
-        args = {"owner": owner, "now": time.time(), "ttl": ttl, "limit": limit}
+        args = {
+            "owner": owner,
+            "now": time.time(),
+            "ttl": ttl,
+            "limit": limit,
+            "skip": json.dumps(list(skip)),
+        }
 
         def work(conn: sqlite3.Connection) -> list[Claim]:
             return [

@@ -117,7 +117,7 @@ class WaitOutcome(_message.Message):
     def __init__(self, key: _Optional[str] = ..., event_id: _Optional[str] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class RunStarted(_message.Message):
-    __slots__ = ("schema_version", "agent", "input", "config", "limits", "parent_run_id", "parent_node_id", "roots", "forked_from_run_id", "forked_from_seq", "overridden_node_ids")
+    __slots__ = ("schema_version", "agent", "input", "config", "limits", "parent_run_id", "parent_node_id", "roots", "forked_from_run_id", "forked_from_seq", "overridden_node_ids", "agent_version")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
@@ -129,6 +129,7 @@ class RunStarted(_message.Message):
     FORKED_FROM_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     FORKED_FROM_SEQ_FIELD_NUMBER: _ClassVar[int]
     OVERRIDDEN_NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     agent: str
     input: Value
@@ -140,7 +141,8 @@ class RunStarted(_message.Message):
     forked_from_run_id: str
     forked_from_seq: int
     overridden_node_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, schema_version: _Optional[int] = ..., agent: _Optional[str] = ..., input: _Optional[_Union[Value, _Mapping]] = ..., config: _Optional[bytes] = ..., limits: _Optional[_Union[BudgetLimits, _Mapping]] = ..., parent_run_id: _Optional[str] = ..., parent_node_id: _Optional[str] = ..., roots: _Optional[_Iterable[_Union[NodeSpec, _Mapping]]] = ..., forked_from_run_id: _Optional[str] = ..., forked_from_seq: _Optional[int] = ..., overridden_node_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    agent_version: str
+    def __init__(self, schema_version: _Optional[int] = ..., agent: _Optional[str] = ..., input: _Optional[_Union[Value, _Mapping]] = ..., config: _Optional[bytes] = ..., limits: _Optional[_Union[BudgetLimits, _Mapping]] = ..., parent_run_id: _Optional[str] = ..., parent_node_id: _Optional[str] = ..., roots: _Optional[_Iterable[_Union[NodeSpec, _Mapping]]] = ..., forked_from_run_id: _Optional[str] = ..., forked_from_seq: _Optional[int] = ..., overridden_node_ids: _Optional[_Iterable[str]] = ..., agent_version: _Optional[str] = ...) -> None: ...
 
 class NodeCompleted(_message.Message):
     __slots__ = ("node_id", "parent_ids", "kind", "output", "spawned", "used", "blobs", "attempt", "started_at_us", "finished_at_us", "is_result", "fallback", "wait")

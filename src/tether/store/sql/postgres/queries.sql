@@ -156,10 +156,12 @@ SELECT epoch FROM runs WHERE run_id = $1;
 -- worker still holds it between the pause record and the release (unless that worker
 -- died there and its lease ran out). Parked runs whose wake-up time has come are taken
 -- first, through their own index (runs_wake_idx): many waiting runs cost the claim nothing.
+-- Never the runs of $4: ones the claiming worker's code cannot continue.
 WITH due AS (
     SELECT run_id FROM runs
     WHERE parent_run_id IS NULL AND status = 'waiting'
       AND wake_at <= extract(epoch FROM clock_timestamp())
+      AND run_id <> ALL($4::text[])
     ORDER BY wake_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -171,6 +173,7 @@ WITH due AS (
            OR (status = 'paused' AND reason = 'drain'
                AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
            OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
+      AND run_id <> ALL($4::text[])
     ORDER BY created_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED

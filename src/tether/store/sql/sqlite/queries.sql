@@ -68,13 +68,15 @@ UPDATE runs SET status = ?, reason = ?, updated_at = ?, wake_at = ? WHERE run_id
 -- name: claim
 -- Take up to N runnable top-level runs at a new epoch with a lease (one process owns the
 -- file, so its clock is the only clock): parked runs whose wake-up time has come, then
--- queued, drained and orphaned ones.
+-- queued, drained and orphaned ones; never those of :skip (a JSON array of run ids the
+-- claiming worker's code cannot continue).
 UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
        lease_until = :now + :ttl, updated_at = :now
 WHERE run_id IN (
     SELECT run_id FROM (
         SELECT run_id FROM runs
         WHERE parent_run_id IS NULL AND status = 'waiting' AND wake_at <= :now
+          AND run_id NOT IN (SELECT value FROM json_each(:skip))
         ORDER BY wake_at
         LIMIT :limit
     )
@@ -87,6 +89,7 @@ WHERE run_id IN (
                OR (status = 'paused' AND reason = 'drain'
                    AND (lease_until IS NULL OR lease_until < :now))
                OR (status = 'running' AND lease_until < :now))
+          AND run_id NOT IN (SELECT value FROM json_each(:skip))
         ORDER BY created_at
         LIMIT :limit
     )
