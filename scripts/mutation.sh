@@ -39,7 +39,7 @@ case "$module" in
 esac
 
 # What the tests read besides src and tests (the .proto, docs they check, examples).
-copied="src tests pyproject.toml proto scripts docs examples README.md CHANGELOG.md"
+copied="src tests bench pyproject.toml proto scripts docs examples README.md CHANGELOG.md"
 name="${module//\//_}${rev:+-$rev}"
 dir="${TETHER_MUTATION_DIR:-/tmp/tether-mutation/$name}"
 rm -rf "$dir"
@@ -67,7 +67,7 @@ with open(path, "a") as f:
     f.write(
         "\n[tool.mutmut]\n"
         'source_paths = ["src/tether"]\n'
-        'also_copy = ["proto", "scripts", "docs", "examples", "README.md", "CHANGELOG.md"]\n'
+        'also_copy = ["bench", "proto", "scripts", "docs", "examples", "README.md", "CHANGELOG.md"]\n'
         f"only_mutate = [{json.dumps(module)}]\n"
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
         f"pytest_add_cli_args = {json.dumps(args)}\n"
