@@ -15,7 +15,7 @@ appended, so no worker ever claims a half-written fork.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from tether.core import Budget
 from tether.errors import BadFork, UnknownRun
@@ -24,6 +24,7 @@ from tether.ids import new_run_id
 from tether.records import (
     Record,
     body_of,
+    copy_of,
     decode_log,
     encode,
     limits_of,
@@ -68,7 +69,7 @@ async def fork(
     seq = at_seq if at_seq is not None else _seq_before(run_id, records, str(before_node))
     _check_seq(run_id, records, seq)
     overrides = dict(set_outputs or {})
-    prefix = [_copy(r) for r in records[: seq + 1]]
+    prefix = [copy_of(r) for r in records[: seq + 1]]
     await _override(runtime, run_id, seq, prefix, overrides)
     head = prefix[0].run_started
     head.forked_from_run_id = run_id
@@ -96,12 +97,6 @@ async def fork(
     return fork_id
 
 
-def _copy(record: Record) -> Record:
-    copy = Record()
-    copy.CopyFrom(record)
-    return copy
-
-
 def _seq_before(run_id: str, records: Sequence[Record], node_id: str) -> int:
     """The last seq before the record that completed (or failed) `node_id`."""
     spawned = False
@@ -117,8 +112,12 @@ def _seq_before(run_id: str, records: Sequence[Record], node_id: str) -> int:
             case "node_failed":
                 if record.node_failed.node_id == node_id:
                     return seq - 1
-            case _:
+            case "run_paused" | "run_resumed" | "run_finished" | "step_recorded" | "run_waiting":
                 pass
+            case None:
+                pass  # a body from a newer schema: it completes no node of this one
+            case never:
+                assert_never(never)
     if spawned:
         raise BadFork(f"node {node_id} of run {run_id} was never recorded; fork at a seq instead")
     raise BadFork(f"run {run_id} has no node {node_id}")
@@ -128,7 +127,7 @@ def _check_seq(run_id: str, records: Sequence[Record], seq: int) -> None:
     last = len(records) - 1
     if not 0 <= seq <= last:
         raise BadFork(f"run {run_id} has seqs 0..{last}; cannot fork at seq {seq}")
-    if body_of(records[seq]) == "run_finished":
+    if records[seq].HasField("run_finished"):
         raise BadFork(
             f"seq {seq} of run {run_id} is its run_finished; fork at seq {seq - 1} or earlier"
         )
@@ -141,7 +140,7 @@ async def _override(
     left = set(overrides)
     codec = runtime.new_codec()
     for record in prefix:
-        if body_of(record) == "node_completed" and record.node_completed.node_id in left:
+        if record.HasField("node_completed") and record.node_completed.node_id in left:
             nc = record.node_completed
             if nc.HasField("wait"):
                 raise BadFork(f"node {nc.node_id} is a wait; its output is the event's payload")

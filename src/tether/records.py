@@ -65,6 +65,13 @@ def label_of(record: pb.Record) -> str:
 # -- building records: every record written to a log is made by one of these --------------
 
 
+def copy_of(record: pb.Record) -> pb.Record:
+    """A deep copy of a record, to be changed without touching the original (a fork's)."""
+    copy = pb.Record()
+    copy.CopyFrom(record)
+    return copy
+
+
 def run_started(
     agent: str,
     input: pb.Value,
