@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -14,6 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store, tracing
+from tether.blobs import LocalBlobStore
 from tether.metering import metering
 from tether.tracing import span_id_of, trace_id_of
 
@@ -122,15 +124,16 @@ async def test_a_run_killed_on_one_worker_and_resumed_on_another_is_one_trace(
 
 
 async def test_model_calls_follow_the_genai_conventions(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("TETHER_DEMO_SPEED", "0")
     from tether.demo.agent import demo_models, research
 
     exporter, traces = exporter_on()
-    rt = Runtime(store)
-    async with demo_models() as _, traced(rt, traces):
-        outcome = await research.run(rt, "why?")
+    async with LocalBlobStore(tmp_path / "blobs") as blobs:  # the demo attaches its report
+        rt = Runtime(store, blobs=blobs)
+        async with demo_models() as _, traced(rt, traces):
+            outcome = await research.run(rt, "why?")
     assert outcome.status is Status.SUCCEEDED
     spans = [s for s in exporter.get_finished_spans()
              if s.context.trace_id == trace_id_of(outcome.run_id)]  # fmt: skip
