@@ -30,6 +30,11 @@ settings.register_profile("ci", max_examples=60)
 settings.register_profile("local", max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# Workers and servers the tests start are handed demo runs: they serve the demo's scripted
+# model only when asked (`--demo` / TETHER_DEMO=1); tests/test_cli_control.py checks that a
+# worker started without it serves none.
+os.environ["TETHER_DEMO"] = "1"
+
 PG_ADMIN_URL = os.environ.get(
     "TETHER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )

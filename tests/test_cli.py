@@ -40,6 +40,7 @@ def tether(
 def env(home: Path) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
     e.update(TETHER_DATA_DIR=str(home / ".tether"), COLUMNS="250", TETHER_DEMO_SPEED="0")
+    e["TETHER_DEMO"] = "1"  # workers and servers serve the demo's scripted model (--demo)
     # The subprocess runs this tether (a worktree's or an installed one), from any cwd.
     e["PYTHONPATH"] = str(Path(tether_pkg.__file__).resolve().parent.parent)
     return e

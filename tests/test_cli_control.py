@@ -303,3 +303,27 @@ def test_a_worker_with_an_unreachable_blob_store_says_so_at_start_up(tmp_path: P
     out = " ".join(proc.stdout.split())
     assert f"blob store '{url}' is not usable" in out and "--blobs" in out, out
     assert "ready" not in out, out
+
+
+@pytest.mark.parametrize("demo", [False, True])
+def test_a_worker_serves_the_demo_model_only_when_asked(tmp_path: Path, demo: bool) -> None:
+    # Issue 10: the demo's scripted model server is no part of a production worker.
+    e = {k: v for k, v in env(tmp_path).items() if k != "TETHER_DEMO"}
+    argv = [sys.executable, "-m", "tether", "worker", *(["--demo"] if demo else [])]
+    lines: list[str] = []
+    with subprocess.Popen(argv, cwd=tmp_path, env=e, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:  # until the worker says it is ready (or exits)
+                lines.append(line)
+                if " ready on " in line:
+                    break
+            proc.send_signal(signal.SIGTERM)
+            lines += proc.stdout.readlines()
+            assert proc.wait(timeout=60) == 0, lines
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    said = "".join(lines)
+    assert " ready on " in said, said
+    assert ("demo runs use the scripted model at http://127.0.0.1:" in said) is demo, said

@@ -204,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="execute queued and orphaned runs of this store")
     worker.add_argument("--concurrency", type=int, default=16, help="runs executed at once")
     worker.add_argument(
+        "--demo",
+        action="store_true",
+        default=os.environ.get("TETHER_DEMO") == "1",
+        help="also serve the demo agent's scripted model server, for demo runs (TETHER_DEMO=1)",
+    )
+    worker.add_argument(
         "--grace", type=float, default=25.0, help="seconds in-flight nodes get on SIGTERM"
     )
     worker.add_argument(
@@ -286,6 +292,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(fn=commands.cmd_blobs_verify, read_only=True)
 
     srv = sub.add_parser("serve", help="the HTTP API and live run pages")
+    srv.add_argument(
+        "--demo",
+        action="store_true",
+        default=os.environ.get("TETHER_DEMO") == "1",
+        help="also serve the demo agent's scripted model server, for demo runs (TETHER_DEMO=1)",
+    )
     srv.add_argument("--host", default="127.0.0.1")
     srv.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     srv.add_argument("--token", help="API bearer token (default: $TETHER_API_TOKEN)")

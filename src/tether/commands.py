@@ -258,11 +258,14 @@ async def cmd_cancel(store: Store, args: argparse.Namespace) -> int:
     return 0 if status is Status.CANCELLED else 1
 
 
-def demo_model_server() -> contextlib.AbstractAsyncContextManager[Any]:
-    """A worker may be handed demo runs: serve the demo's scripted model (if installed).
+def demo_model_server(enabled: bool) -> contextlib.AbstractAsyncContextManager[Any]:
+    """Serve the demo's scripted model for demo runs, only when asked (`--demo`).
 
-    `TETHER_DEMO_MODEL=openai:gpt-4.1` points the demo at a real provider instead.
+    A production worker or server never starts it. `TETHER_DEMO_MODEL=openai:gpt-4.1`
+    points the demo at a real provider instead.
     """
+    if not enabled:
+        return contextlib.nullcontext()
     try:
         from tether.demo.agent import demo_models
     except ImportError:  # the demo extra is not installed: this worker runs no demo
@@ -308,7 +311,9 @@ async def _work(store: Store, args: argparse.Namespace, runtime: Runtime) -> int
         server = metrics.enable().serve(args.metrics_host, args.metrics_port)
         where = f"http://{args.metrics_host}:{server.server_port}/metrics"
         print(f"worker {runtime.owner} metrics on {where}", flush=True)
-    async with demo_model_server(), metering(runtime):
+    async with demo_model_server(args.demo) as demo, metering(runtime):
+        if demo is not None:
+            print(f"worker {runtime.owner}: demo runs use the {demo}", flush=True)
         print(f"worker {runtime.owner} ready on {store.url.split('@')[-1]}", flush=True)
         await worker.run()
     print(f"worker {runtime.owner} stopped: {worker.statistics()}", flush=True)
@@ -555,8 +560,8 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
             if generated:
                 print(f"API token: {token} (set TETHER_API_TOKEN or --token)", flush=True)
 
-        # The embedded worker may be handed demo runs, as `tether worker` may.
-        models = demo_model_server() if mode == "embedded" else contextlib.nullcontext()
+        # The embedded worker may be handed demo runs: with --demo it serves their model.
+        models = demo_model_server(args.demo and mode == "embedded")
         async with models:
             await serve(
                 server,

@@ -67,6 +67,7 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a `tether` subprocess: this checkout's source on PYTHONPATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(ROOT)])
+    env["TETHER_DEMO"] = "1"  # servers and workers here are handed demo runs (--demo)
     env.update(extra or {})
     return env
 
