@@ -312,9 +312,8 @@ async def _work(store: Store, args: argparse.Namespace, runtime: Runtime) -> int
         where = f"http://{args.metrics_host}:{server.server_port}/metrics"
         print(f"worker {runtime.owner} metrics on {where}", flush=True)
     async with demo_model_server(args.demo) as demo, metering(runtime):
-        if demo is not None:
-            print(f"worker {runtime.owner}: demo runs use the {demo}", flush=True)
-        print(f"worker {runtime.owner} ready on {store.url.split('@')[-1]}", flush=True)
+        uses = f" (demo runs use the {demo})" if demo is not None else ""
+        print(f"worker {runtime.owner} ready on {store.url.split('@')[-1]}{uses}", flush=True)
         await worker.run()
     print(f"worker {runtime.owner} stopped: {worker.statistics()}", flush=True)
     return 0
