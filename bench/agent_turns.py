@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 from bench.common import Line, Settings, open_sqlite
 from tether.agent import Agent, tool
-from tether.agent.localserver import Message, ToolCall, ToolSpec, Turn, serve_local_models
 from tether.agent.messages import Message as ChatMessage
 from tether.context import Context
 from tether.runtime import Runtime
+from tether.testing import Message, ToolCall, ToolSpec, Turn, serve_local_models
 
 TARGET_BYTES_RATIO = 1.1  # log bytes per turn against the JSON of its new messages
 TARGET_PROMPT_US = 100.0  # building the prompt of the last turn (turn 200 in a full run)

@@ -20,7 +20,7 @@ from typing import Any
 import openai
 
 from bench.common import Line, Settings
-from tether.agent.localserver import RateLimited, Turn, serve_local_models
+from tether.testing import RateLimited, Turn, serve_local_models
 
 USER: list[Any] = [{"role": "user", "content": "hello"}]
 

@@ -122,8 +122,8 @@ async def _bytes_per_turn(settings: Settings) -> list[Line]:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    from tether.agent.localserver import Message, ToolCall, ToolSpec, Turn, serve_local_models
     from tether.integrations.pydantic_ai import TetherAgent, TetherDurability
+    from tether.testing import Message, ToolCall, ToolSpec, Turn, serve_local_models
 
     def chat(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
         turn = sum(m.role == "user" for m in messages)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tether import Runtime, store_from_url
 from tether.agent import Agent, mcp_server
-from tether.agent.localserver import Message, ToolCall, ToolSpec, Turn, serve_local_models
+from tether.testing import Message, ToolCall, ToolSpec, Turn, serve_local_models
 
 SERVER = Path(__file__).parent / "mcp_inventory_server.py"
 

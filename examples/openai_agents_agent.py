@@ -10,7 +10,7 @@ The model is the scripted `script:demo` of tether's local model server (two sear
 parallel, then an answer), over Chat Completions. With `OPENAI_BASE_URL` unset the example
 serves it itself; for `tether resume` in another process, start one and point both at it:
 
-    python -m tether.agent.localserver --port 8765 &
+    python -m tether.testing --port 8765 &
     export OPENAI_BASE_URL=http://127.0.0.1:8765/v1 OPENAI_API_KEY=local
 """
 
@@ -25,10 +25,10 @@ from typing import Any
 from agents import Agent, OpenAIProvider, function_tool, set_tracing_disabled
 
 from tether import Runtime, store_from_url
-from tether.agent.localserver import serve_local_models
-from tether.agent.localserver.demo import DEMO_SCRIPTS
 from tether.integrations.openai_agents import DurableRunner
 from tether.store import default_url
+from tether.testing import serve_local_models
+from tether.testing.demo import DEMO_SCRIPTS
 
 # The SDK exports traces to OpenAI by default; a local example has nowhere to send them.
 set_tracing_disabled(True)

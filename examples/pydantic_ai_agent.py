@@ -10,7 +10,7 @@ The model is the scripted `script:demo` of tether's local model server (it searc
 parallel, then answers). With `OPENAI_BASE_URL` unset the example serves it itself; for
 `tether resume` in another process, start one first and point both at it:
 
-    python -m tether.agent.localserver --port 8765 &
+    python -m tether.testing --port 8765 &
     export OPENAI_BASE_URL=http://127.0.0.1:8765/v1 OPENAI_API_KEY=local
 
 Swap in a real model (`Agent("openai:gpt-4.1", ...)`): nothing else changes.
@@ -27,10 +27,10 @@ from typing import Any
 from pydantic_ai import Agent
 
 from tether import Runtime, store_from_url
-from tether.agent.localserver import serve_local_models
-from tether.agent.localserver.demo import DEMO_SCRIPTS
 from tether.integrations.pydantic_ai import TetherAgent, TetherDurability
 from tether.store import default_url
+from tether.testing import serve_local_models
+from tether.testing.demo import DEMO_SCRIPTS
 
 # A model name, not an instance: it is built when first asked, from OPENAI_BASE_URL.
 agent = Agent(

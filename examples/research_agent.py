@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from tether import Budget, Runtime, store_from_url
 from tether.agent import Agent, tool
-from tether.agent.localserver import Message, ToolCall, ToolSpec, Turn, serve_local_models
+from tether.testing import Message, ToolCall, ToolSpec, Turn, serve_local_models
 
 PAPERS = {
     "checkpointing": ["Chandy-Lamport snapshots", "write-ahead logging"],

@@ -15,8 +15,22 @@ import pytest
 
 from tests.agents import uid
 from tests.clock import ManualClock
-from tether import Budget, Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store, Usage
+from tether import (
+    Budget,
+    Context,
+    Node,
+    NodeResult,
+    Registry,
+    Runtime,
+    Spawn,
+    Status,
+    Store,
+    Usage,
+    control,
+)
 from tether import clock as tether_clock
+from tether.budgets import parse_budget
+from tether.errors import BadBudget, BudgetSpent
 from tether.records import decode_log
 
 chain = Registry("test.budget.chain", entry="step")
@@ -138,3 +152,110 @@ async def test_no_limit_means_no_pause(store: Store) -> None:
     )
     assert done.status is Status.SUCCEEDED
     assert (done.graph.tokens, done.graph.cost, done.graph.model_calls) == (50, 2.5, 5)
+
+
+# -- nodes and turns in flight count against the budget ----------------------------
+
+fan = Registry("test.budget.fan", entry="root")
+
+
+@fan.node("root")
+async def fan_root(ctx: Context, node: Node) -> NodeResult:
+    ctx.add_usage(Usage(model_calls=node.input["turns"]))
+    n, kind = node.input["width"], node.input["kind"]
+    return NodeResult(None, spawn=[Spawn(kind, node.input, key=str(i)) for i in range(n)])
+
+
+@fan.node("leaf")
+async def fan_leaf(ctx: Context, node: Node) -> NodeResult:
+    return NodeResult("leaf")
+
+
+@fan.node("turn")
+async def fan_turn(ctx: Context, node: Node) -> NodeResult:
+    ctx.add_usage(Usage(model_calls=1))
+    return NodeResult("turn")
+
+
+async def test_invariant_7_nodes_in_flight_never_take_the_run_past_its_node_limit(
+    store: Store,
+) -> None:
+    # Five leaves are ready at once and sixteen could run: only two fit in a budget of 3.
+    rt = Runtime(store, concurrency=16)
+    spec = {"width": 5, "kind": "leaf", "turns": 0}
+    paused = await rt.start(fan, spec, budget=Budget(max_nodes=3))
+    assert paused.status is Status.PAUSED
+    assert paused.reason == "budget: node limit 3 reached"
+    assert await recorded_nodes(store, paused.run_id) == 3
+    # `nodes=+2`: two more than used so far, and exactly two more are recorded.
+    graph = await rt.load(paused.run_id)
+    more = parse_budget("nodes=+2", graph)
+    assert more.max_nodes == 5
+    again = await rt.resume(paused.run_id, budget=more)
+    assert again.status is Status.PAUSED and await recorded_nodes(store, paused.run_id) == 5
+
+
+async def test_invariant_7_turns_in_flight_never_take_the_run_past_its_turn_limit(
+    store: Store,
+) -> None:
+    # The root made a model call, so its kind is known as a turn; the four parallel
+    # "turn" nodes become known as turns once the first one records, and at most the
+    # turns left are in flight from then on.
+    rt = Runtime(store, concurrency=1)
+    spec = {"width": 4, "kind": "turn", "turns": 1}
+    paused = await rt.start(fan, spec, budget=Budget(max_turns=3))
+    assert paused.status is Status.PAUSED
+    assert paused.graph.model_calls == 3
+    rt = Runtime(store, concurrency=16)
+    graph = await rt.load(paused.run_id)
+    again = await rt.resume(paused.run_id, budget=parse_budget("turns=+1", graph))
+    assert again.status is Status.PAUSED
+    assert again.reason == "budget: turn limit 4 reached"
+    assert again.graph.model_calls == 4  # three "turn" nodes were ready: one fit
+
+
+async def test_resuming_a_run_paused_by_its_budget_without_raising_it_is_refused(
+    store: Store,
+) -> None:
+    rt = Runtime(store, concurrency=1)
+    paused = await rt.start(chain, each_node(), budget=Budget(max_nodes=2))
+    before = await store.log.read_all(paused.run_id)
+    for budget in (None, Budget(max_nodes=2), Budget(max_nodes=1, max_tokens=99)):
+        with pytest.raises(BudgetSpent, match=r"node limit \d reached.*--budget nodes=\+N"):
+            await rt.resume(paused.run_id, budget=budget)
+        # Nothing recorded, and the run is paused still, free for the next resume.
+    assert await store.log.read_all(paused.run_id) == before
+    info = await store.runs.get(paused.run_id)
+    assert info is not None and info.status is Status.PAUSED and info.owner is None
+    with pytest.raises(BudgetSpent, match=r"API: budget.max_nodes"):
+        await control.requeue(rt, paused.run_id, budget=None, ttl=5)
+    with pytest.raises(BudgetSpent):
+        await control.requeue(rt, paused.run_id, budget={"max_nodes": 2}, ttl=5)
+    info = await store.runs.get(paused.run_id)
+    assert info is not None and info.status is Status.PAUSED
+    assert await store.log.read_all(paused.run_id) == before
+    # Raised: it goes on.
+    done = await rt.resume(paused.run_id, budget=Budget(max_nodes=100))
+    assert done.status is Status.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("nodes=nan", "a finite number >= 0"),
+        ("cost=inf", "a finite number >= 0"),
+        ("nodes=-3", "a finite number >= 0"),
+        ("steps=3", "the keys are nodes, tokens, cost, wall, turns"),
+        ("nodes", "the keys are nodes, tokens, cost, wall, turns"),
+        ("nodes=many", "not a number"),
+    ],
+)
+def test_a_bad_budget_spec_names_the_item(spec: str, says: str) -> None:
+    with pytest.raises(BadBudget, match=says):
+        parse_budget(spec)
+
+
+def test_plus_n_on_a_new_run_is_n() -> None:
+    assert parse_budget("nodes=+2,cost=+0.5,wall=60") == Budget(
+        max_nodes=2, max_cost=0.5, max_wall_s=60
+    )

@@ -85,13 +85,13 @@ def test_stop_after_then_resume_gives_the_same_answer(tmp_path: Path) -> None:
     assert len(ids) == len(set(ids)) == 10
 
 
-def test_sigterm_drains_and_resume_finishes(tmp_path: Path) -> None:
-    reference = answer(tether(tmp_path, "demo", "--quiet").stdout)
-    e = env(tmp_path)
+def started_demo(home: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """`tether demo ARGS` with model turns that take a while, once its run has started."""
+    e = env(home)
     e["TETHER_DEMO_SPEED"] = "1"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tether", "demo", "--quiet"],
-        cwd=tmp_path,
+        [sys.executable, "-m", "tether", "demo", *args],
+        cwd=home,
         env=e,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -100,8 +100,13 @@ def test_sigterm_drains_and_resume_finishes(tmp_path: Path) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:  # readiness is a handshake: the run announces itself
         if line.startswith("run ") and line.strip().endswith("started"):
-            run_id = line.split()[1]
-            break
+            return proc, line.split()[1]
+    raise AssertionError(f"the demo never started: {proc.communicate()}")
+
+
+def test_sigterm_drains_and_resume_finishes(tmp_path: Path) -> None:
+    reference = answer(tether(tmp_path, "demo", "--quiet").stdout)
+    proc, run_id = started_demo(tmp_path, "--quiet")
     # Wait until the first node is durably recorded, then ask for a drain.
     deadline = time.monotonic() + 60
     while (
@@ -116,6 +121,29 @@ def test_sigterm_drains_and_resume_finishes(tmp_path: Path) -> None:
     assert "status: paused (drain)" in out
     assert f"resume with: tether resume {run_id}" in out
     assert answer(tether(tmp_path, "resume", run_id, "--quiet").stdout) == reference
+
+
+def test_ctrl_c_says_what_it_drains_and_a_second_stops_now_without_tracebacks(
+    tmp_path: Path,
+) -> None:
+    proc, run_id = started_demo(tmp_path, "--grace", "60")
+    assert proc.stdout is not None
+    proc.send_signal(signal.SIGINT)
+    said = ""
+    for line in proc.stdout:
+        said += line
+        if line.startswith("draining:"):
+            break
+    draining = re.search(r"draining: (\d+) nodes in flight, up to 60 s; Ctrl-C again", said)
+    assert draining is not None, said
+    assert int(draining.group(1)) >= 1  # the first model turn
+    proc.send_signal(signal.SIGINT)  # within the 60 s of grace: stop now
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "stopping now" in out and "status: paused (drain)" in out
+    assert "Traceback" not in out + err and "Error" not in err, err
+    # What was cut runs again on resume: nothing is lost.
+    assert "status: succeeded" in tether(tmp_path, "resume", run_id, "--quiet").stdout
 
 
 def test_show_json_is_stable(tmp_path: Path) -> None:
@@ -139,6 +167,14 @@ def test_budget_pause_and_resume_with_more(tmp_path: Path) -> None:
     paused = tether(tmp_path, "demo", "--quiet", "--budget", "nodes=3").stdout
     assert "status: paused (budget: node limit 3 reached)" in paused
     run_id = str(run_ids(tmp_path)[0]["run_id"])
+    assert "budget: nodes 3/3" in paused  # never more than 3, whatever was in flight
+    # Not raised: said in one line on stderr, non-zero, and nothing runs.
+    for same in ((), ("--budget", "nodes=+0"), ("--budget", "tokens=+100")):
+        refused = tether(tmp_path, "resume", run_id, "--quiet", *same, check=False)
+        assert refused.returncode == 2, refused
+        assert refused.stdout == "" and len(refused.stderr.splitlines()) == 1, refused
+        assert "paused by its budget (node limit 3 reached)" in refused.stderr
+        assert "--budget nodes=+N" in refused.stderr
     done = tether(tmp_path, "resume", run_id, "--quiet", "--budget", "nodes=+20").stdout
     assert "status: succeeded" in done
     view = json.loads(tether(tmp_path, "show", run_id, "--json").stdout)

@@ -70,7 +70,8 @@ def test_resume_of_a_crashed_demo_is_refused_while_its_lease_lasts_then_forced(
     owner = r["owner"]
     refused = tether(tmp_path, "resume", run_id, "--quiet", check=False)
     assert refused.returncode == 2
-    out = " ".join(refused.stdout.split())
+    assert len(refused.stderr.splitlines()) == 1, refused.stderr  # one line, on stderr
+    out = " ".join(refused.stderr.split())
     assert f"is running by {owner}, lease " in out and "s left" in out
     assert "--wait" in out and "--force" in out
     assert len(node_ids(tmp_path, run_id)) == 5  # it executed nothing
@@ -144,7 +145,7 @@ def test_two_resumes_at_once_execute_the_run_once(tmp_path: Path) -> None:
         )
         for _ in range(2)
     ]
-    results = [(p.wait(timeout=120), p.communicate()[0]) for p in procs]
+    results = [(p.wait(timeout=120), p.communicate()[1]) for p in procs]  # errors: stderr
     codes = sorted(code for code, _ in results)
     assert codes == [0, 2], results
     loser = " ".join(next(out for code, out in results if code == 2).split())
@@ -284,9 +285,9 @@ def test_a_worker_with_an_unusable_blob_directory_says_so_at_start_up(tmp_path: 
     bad = tmp_path / "afile" / "blobs"
     proc = tether(tmp_path, "worker", "--blobs", str(bad), check=False)
     assert proc.returncode == 2, proc
-    out = " ".join(proc.stdout.split())
+    out = " ".join(proc.stderr.split())
     assert f"blob store directory {bad} cannot be created" in out, out
-    assert "ready" not in out and "Traceback" not in proc.stderr, proc
+    assert "ready" not in proc.stdout and "Traceback" not in proc.stderr, proc
 
 
 def test_a_worker_with_an_unreachable_blob_store_says_so_at_start_up(tmp_path: Path) -> None:
@@ -304,9 +305,9 @@ def test_a_worker_with_an_unreachable_blob_store_says_so_at_start_up(tmp_path: P
         timeout=120,
     )
     assert proc.returncode == 2, proc
-    out = " ".join(proc.stdout.split())
+    out = " ".join(proc.stderr.split())
     assert f"blob store '{url}' is not usable" in out and "--blobs" in out, out
-    assert "ready" not in out, out
+    assert "ready" not in proc.stdout, proc
 
 
 @pytest.mark.parametrize("demo", [False, True])

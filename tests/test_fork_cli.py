@@ -54,13 +54,13 @@ def test_bad_fork_input_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     (source,) = run_ids(tmp_path)
     rid = str(source["run_id"])
     past = tether(tmp_path, "fork", rid, "--at", "9999", check=False)
-    assert past.returncode == 2 and "cannot fork at seq 9999" in past.stdout
+    assert past.returncode == 2 and "cannot fork at seq 9999" in past.stderr
     bad_json = tether(tmp_path, "fork", rid, "--at", "1", "--set", "root={nope", check=False)
     assert bad_json.returncode != 0 and "the value is not JSON" in bad_json.stderr
     unknown = tether(tmp_path, "fork", rid, "--before", "ghost", check=False)
-    assert unknown.returncode == 2 and "has no node ghost" in unknown.stdout
+    assert unknown.returncode == 2 and "has no node ghost" in unknown.stderr
     neither = tether(tmp_path, "fork", rid, check=False)
     assert neither.returncode == 2 and "--at" in neither.stderr
     missing = tether(tmp_path, "history", "no-such-run", check=False)
-    assert missing.returncode == 2 and "no-such-run" in missing.stdout
+    assert missing.returncode == 2 and "no-such-run" in missing.stderr
     assert [r["run_id"] for r in run_ids(tmp_path)] == [rid]

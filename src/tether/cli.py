@@ -13,7 +13,7 @@ from tether import commands, commands_fork, logs
 from tether.errors import TetherError
 from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.store import Status
-from tether.wiring import Settings, open_store
+from tether.wiring import DEFAULT_CONCURRENCY, DEFAULT_POLL, Settings, open_store
 
 
 def _serve_limits(srv: argparse.ArgumentParser) -> None:
@@ -202,7 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--quiet", action="store_true", help="no live progress display")
 
     worker = sub.add_parser("worker", help="execute queued and orphaned runs of this store")
-    worker.add_argument("--concurrency", type=int, default=16, help="runs executed at once")
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        help=f"runs executed at once (default: $TETHER_CONCURRENCY or {DEFAULT_CONCURRENCY})",
+    )
     worker.add_argument(
         "--demo",
         action="store_true",
@@ -216,7 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--lease-ttl", type=float, default=5.0, help="seconds a claim lasts unless renewed"
     )
     worker.add_argument(
-        "--poll", type=float, default=1.0, help="seconds between looks for expired leases"
+        "--poll",
+        type=float,
+        help="seconds between looks for expired leases "
+        f"(default: $TETHER_POLL or {DEFAULT_POLL:g})",
     )
     worker.add_argument(
         "--retain",
@@ -310,7 +317,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-stream", type=float, default=60.0, help="seconds an event stream lasts (60)"
     )
     srv.add_argument(
-        "--poll", type=float, default=1.0, help="streams read the log at least this often (s)"
+        "--poll",
+        type=float,
+        help="streams read the log at least this often "
+        f"(seconds; default: $TETHER_POLL or {DEFAULT_POLL:g})",
     )
     srv.add_argument("--grace", type=float, default=25.0, help="seconds nodes get on SIGTERM")
     srv.add_argument(
@@ -320,7 +330,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: embedded on SQLite, external on PostgreSQL)",
     )
     srv.add_argument(
-        "--concurrency", type=int, default=16, help="runs the embedded worker executes at once"
+        "--concurrency",
+        type=int,
+        help="runs the embedded worker executes at once "
+        f"(default: $TETHER_CONCURRENCY or {DEFAULT_CONCURRENCY})",
     )
     srv.add_argument(
         "--lease-ttl",
@@ -399,9 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         # A mistake in a URL, a path, a budget or a run id: one line, no traceback.
         if args.debug:
             raise
-        # On stdout, where tether has always said it (scripts and tests read it there).
-        print(f"error: {_one_line(exc)}", flush=True)
-        return 2
+        return commands.fail(_one_line(exc))
 
 
 # What a user's mistake raises (a bad URL or path, a missing extra, an unknown run);

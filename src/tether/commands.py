@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import os
 import signal
 import sys
@@ -22,13 +21,13 @@ from typing import Any
 from rich.console import Console
 
 from tether import control, logs, tracing
-from tether.core import Budget
+from tether.budgets import parse_budget, refuse_spent
 from tether.errors import RunBusy
 from tether.executor import Outcome
 from tether.graph import Graph
 from tether.inspect import run_view, waits_view
 from tether.metering import metering
-from tether.records import Record, budget_of
+from tether.records import Record, limits_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
 from tether.store import RunInfo, Status, Store, default_url, migrate_url
@@ -37,47 +36,34 @@ from tether.wiring import check_blobs, new_runtime, open_blobs
 console = Console()
 
 
-def parse_budget(spec: str, current: Graph | None = None) -> Budget:
-    """`tokens=+50000,nodes=100,cost=2,wall=600`: `+N` adds to the run's current limit."""
-    base = budget_of(current.limits) if current else Budget()
-    values: dict[str, float] = {
-        "nodes": base.max_nodes,
-        "tokens": base.max_tokens,
-        "cost": base.max_cost,
-        "wall": base.max_wall_s,
-        "turns": base.max_turns,
-    }
-    for part in filter(None, spec.split(",")):
-        name, _, raw = part.partition("=")
-        name = name.strip()
-        if name not in values or not raw:
-            raise SystemExit(
-                f"bad --budget item {part!r}: the keys are {', '.join(values)} "
-                "(e.g. nodes=20,cost=0.5,wall=300; wall in seconds, +N adds)"
-            )
-        try:
-            amount = float(raw)
-        except ValueError:
-            raise SystemExit(f"bad --budget value in {part!r}: not a number") from None
-        if not math.isfinite(amount) or amount < 0:
-            raise SystemExit(
-                f"bad --budget value in {part!r}: a limit is a finite number >= 0 (0: none)"
-            )
-        values[name] = values[name] + amount if raw.startswith("+") else amount
-    return Budget(
-        max_nodes=int(values["nodes"]),
-        max_tokens=int(values["tokens"]),
-        max_cost=values["cost"],
-        max_wall_s=values["wall"],
-        max_turns=int(values["turns"]),
-    )
+def fail(message: str) -> int:
+    """Say what went wrong in one line on stderr; the exit code of a user's mistake."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return 2
 
 
 def _drain_on_signals(runtime: Runtime) -> None:
-    # A signal handler only sets the drain flag; the executor decides what to do with it.
+    # A signal handler only sets the drain flag (and says so); the executor decides what
+    # to do with it: the first stops launching, a second ends the grace period now.
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if not runtime.draining.is_set():
+            console.print(
+                f"draining: {runtime.in_flight()} nodes in flight, up to {runtime.grace:g} s; "
+                "Ctrl-C again to stop now",
+                highlight=False,
+            )
+        elif not runtime.hurry.is_set():
+            console.print(
+                "stopping now: nodes in flight are cancelled, unrecorded (they run again "
+                "on resume)",
+                highlight=False,
+            )
+        runtime.drain()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, runtime.drain)
+        loop.add_signal_handler(sig, on_signal)
 
 
 def _kill_after(runtime: Runtime, n: int) -> None:
@@ -204,6 +190,8 @@ async def _ask(wait: dict[str, Any]) -> dict[str, Any]:
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
     graph = await new_runtime(store, args.settings).load(args.run_id)
     budget = parse_budget(args.budget, graph) if args.budget else None
+    # Said before anything starts (the runtime refuses it again, under the lease).
+    refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
     models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
@@ -241,12 +229,10 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
                 ),
             )
     except RunBusy as busy:
-        console.print(
-            f"[red]error:[/] {busy}\n`tether resume --wait` waits for its lease to end; "
-            "`--force` takes the run over now (the owner is fenced off)",
-            soft_wrap=True,
+        return fail(
+            f"{busy}; `tether resume --wait` waits for its lease to end, "
+            "`--force` takes the run over now (the owner is fenced off)"
         )
-        return 2
 
 
 async def cmd_cancel(store: Store, args: argparse.Namespace) -> int:
@@ -294,9 +280,9 @@ async def _work(store: Store, args: argparse.Namespace, runtime: Runtime) -> int
         retain = parse_duration(args.retain)
     worker = Worker(
         runtime,
-        concurrency=args.concurrency,
+        concurrency=args.settings.concurrency,
         lease_ttl=args.lease_ttl,
-        poll=args.poll,
+        poll=args.settings.poll,
         retain=retain,
         retain_every=args.retain_every,
     )
@@ -323,7 +309,7 @@ async def cmd_submit(store: Store, args: argparse.Namespace) -> int:
     try:
         value = json.loads(args.input) if args.input is not None else None
     except json.JSONDecodeError as exc:
-        raise SystemExit(f"bad --input: not JSON ({exc})") from None
+        raise ValueError(f"bad --input: not JSON ({exc})") from None
     budget = parse_budget(args.budget) if args.budget else None
     async with open_blobs(args.settings) as blobs:  # a large input is offloaded
         runtime = new_runtime(store, args.settings, blobs=blobs)
@@ -379,7 +365,7 @@ async def cmd_signal(store: Store, args: argparse.Namespace) -> int:
     try:
         payload = json.loads(args.data) if args.data is not None else None
     except json.JSONDecodeError as exc:
-        raise SystemExit(f"bad --data: not JSON ({exc})") from None
+        raise ValueError(f"bad --data: not JSON ({exc})") from None
     async with open_blobs(args.settings) as blobs:
         runtime = new_runtime(store, args.settings, blobs=blobs)
         done = await runtime.signal(
@@ -528,7 +514,7 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
         mode = args.workers or ("embedded" if store.url.startswith("sqlite:") else "external")
         if mode == "embedded":
             launcher = Launcher.embedded(
-                runtime, concurrency=args.concurrency, lease_ttl=args.lease_ttl
+                runtime, concurrency=args.settings.concurrency, lease_ttl=args.lease_ttl
             )
         else:
             launcher = Launcher(runtime, lease_ttl=args.lease_ttl)
@@ -538,7 +524,7 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
             token=token,
             blobs=blobs,
             agents=agents,
-            streams=StreamSettings(max_duration_s=args.max_stream, poll_s=args.poll),
+            streams=StreamSettings(max_duration_s=args.max_stream, poll_s=args.settings.poll),
             limits=Limits(
                 max_body_bytes=args.max_body,
                 max_queued=args.max_queued,
@@ -617,8 +603,7 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     try:
         applied = await migrate_url(args.db, partitions=args.partitions)
     except ValueError as exc:  # --partitions out of range, or not a PostgreSQL store
-        console.print(f"[red]error:[/] {exc}")
-        return 2
+        return fail(str(exc))
     where = (args.db or default_url()).split("@")[-1]
     console.print(f"{where}: " + (f"applied {', '.join(applied)}" if applied else "up to date"))
     return 0

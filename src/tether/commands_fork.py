@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tether import control
-from tether.commands import _execute, console, parse_budget
+from tether.budgets import parse_budget
+from tether.commands import _execute, console
 from tether.history import checkpoints
 from tether.records import decode_log
 from tether.store import Store
@@ -17,16 +18,16 @@ from tether.wiring import new_runtime, open_blobs
 
 
 def parse_sets(items: list[str]) -> dict[str, Any]:
-    """`NODE_ID=JSON` items as {node_id: value}; SystemExit naming a bad one."""
+    """`NODE_ID=JSON` items as {node_id: value}; ValueError naming a bad one."""
     values: dict[str, Any] = {}
     for item in items:
         node_id, eq, raw = item.partition("=")
         if not eq or not node_id:
-            raise SystemExit(f"bad --set {item!r}: use NODE_ID=JSON, e.g. {{node}}='{{\"a\": 1}}'")
+            raise ValueError(f"bad --set {item!r}: use NODE_ID=JSON, e.g. {{node}}='{{\"a\": 1}}'")
         try:
             values[node_id] = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise SystemExit(f"bad --set {item!r}: the value is not JSON ({exc})") from None
+            raise ValueError(f"bad --set {item!r}: the value is not JSON ({exc})") from None
     return values
 
 

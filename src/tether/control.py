@@ -14,8 +14,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+from tether.budgets import refuse_spent
 from tether.core import Budget
-from tether.errors import RunBusy, RunNotResumable, UnknownRun
+from tether.errors import BudgetSpent, RunBusy, RunNotResumable, UnknownRun
 from tether.executor import Outcome
 from tether.records import budget_of, limits_of, run_resumed
 from tether.runtime import Runtime
@@ -78,9 +79,16 @@ async def requeue(
         if graph.finished is not None:
             status, reason = graph.status, graph.reason or None
             raise RunNotResumable(f"run {run_id} has finished ({graph.status}); nothing to resume")
+        limits = graph.limits
         if budget:
-            limits = replace(budget_of(graph.limits), **budget)  # type: ignore[arg-type]
-            record = run_resumed(runtime.owner, claim.epoch, limits_of(limits))
+            limits = limits_of(replace(budget_of(graph.limits), **budget))  # type: ignore[arg-type]
+        try:  # paused by its budget: resuming must raise what ran out
+            refuse_spent(graph, limits)
+        except BudgetSpent:
+            status, reason = graph.status, graph.reason or None
+            raise
+        if budget:
+            record = run_resumed(runtime.owner, claim.epoch, limits)
             await runtime.writer.write(graph, record, epoch=claim.epoch)
     finally:
         await _release(runtime, claim, status, reason)

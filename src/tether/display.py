@@ -11,7 +11,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from tether.graph import Graph
-from tether.records import Record, body_of
+from tether.records import BudgetLimits, Record, body_of
 from tether.runtime import Runtime
 
 
@@ -23,6 +23,9 @@ class Progress:
         self.running: dict[tuple[str, str], str] = {}
         self.recorded = 0
         self.tokens = 0
+        self.cost = 0.0
+        # The top-level run's limits (sub-agent runs have their own).
+        self.limits = BudgetLimits()
         self.lines: list[str] = []
         runtime.events.on_record(self._on_record)
         runtime.events.on_event(self._on_event)
@@ -40,6 +43,7 @@ class Progress:
                 self.running.pop((run_id, nc.node_id), None)
                 self.recorded += 1
                 self.tokens += nc.used.tokens_in + nc.used.tokens_out
+                self.cost += nc.used.cost
                 line = f"seq {seq:>3}  {short:<10} {nc.kind:<9} {nc.node_id[:8]:<8}"
                 line += f" {nc.used.wall_ms:>5} ms"
                 line += "  (fallback)" if nc.fallback else ""
@@ -55,11 +59,17 @@ class Progress:
             case "step_recorded":
                 sr = record.step_recorded
                 self.tokens += sr.used.tokens_in + sr.used.tokens_out
+                self.cost += sr.used.cost
                 line = (
                     f"seq {seq:>3}  {short:<10} step {sr.index:<4} {sr.node_id[:8]:<8}"
                     f" {sr.used.wall_ms:>5} ms  {sr.name[:30]}"
                 )
             case "run_started" | "run_paused" | "run_resumed" | "run_finished" | None:
+                if "." not in run_id and body == "run_started":
+                    self.limits = record.run_started.limits
+                resumed = record.run_resumed
+                if "." not in run_id and body == "run_resumed" and resumed.HasField("limits"):
+                    self.limits = resumed.limits
                 line = f"seq {seq:>3}  {short:<10} {body}"
             case _:
                 assert_never(body)
@@ -69,14 +79,33 @@ class Progress:
         head = Table.grid(padding=(0, 2))
         head.add_row(
             Text(f"{time.monotonic() - self.started:6.1f}s", style="bold"),
-            f"recorded {self.recorded}",
-            f"in flight {len(self.running)}",
-            f"tokens {self.tokens}",
+            *self.usage(),
         )
         flight = ", ".join(sorted(k for k in self.running.values())) or "-"
         return Group(
             head, Text(f"running: {flight}", style="cyan"), Text("\n".join(self.lines), style="dim")
         )
+
+    def usage(self) -> list[str]:
+        """The progress line's counts, each against its limit if the run has one.
+
+        Nodes in flight count against the node limit (never passed); tokens and cost are
+        only known once nodes finish, so those in flight may pass their limits: said here.
+        """
+        lim = self.limits
+        nodes = f"recorded {self.recorded}" + (f"/{lim.max_nodes}" if lim.max_nodes else "")
+        tokens = f"tokens {self.tokens}" + (f"/{lim.max_tokens}" if lim.max_tokens else "")
+        cost = f"cost {money(self.cost)}" + (f"/{money(lim.max_cost)}" if lim.max_cost else "")
+        over = (lim.max_tokens and self.tokens >= lim.max_tokens) or (
+            lim.max_cost and self.cost >= lim.max_cost
+        )
+        note = "  (limit reached: nodes in flight finish, and may pass it)" if over else ""
+        return [nodes, f"in flight {len(self.running)}", tokens, cost + note]
+
+
+def money(amount: float) -> str:
+    """A cost as people read it: dollars to four decimals, e.g. `$0.0423`."""
+    return f"${amount:.4f}"
 
 
 def graph_tree(graph: Graph, title: str | None = None) -> Tree:
@@ -135,6 +164,6 @@ def budget_line(graph: Graph) -> str:
     lim = graph.limits
     parts = [f"nodes {graph.completed_count}" + (f"/{lim.max_nodes}" if lim.max_nodes else "")]
     parts.append(f"tokens {graph.tokens}" + (f"/{lim.max_tokens}" if lim.max_tokens else ""))
-    parts.append(f"cost ${graph.cost:.4f}" + (f"/${lim.max_cost:g}" if lim.max_cost else ""))
+    parts.append(f"cost {money(graph.cost)}" + (f"/{money(lim.max_cost)}" if lim.max_cost else ""))
     parts.append(f"wall {graph.wall_ms() / 1000:.1f}s")
     return "budget: " + ", ".join(parts)

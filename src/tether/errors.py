@@ -277,3 +277,20 @@ class KeyRingError(TetherError):
 
 class BadFork(TetherError, ValueError):
     """A fork was asked at a point, or with an override, that the source run does not have."""
+
+
+class BadBudget(TetherError, ValueError):
+    """A budget spec (`--budget nodes=8,cost=+0.5`) that cannot be read."""
+
+
+class BudgetSpent(TetherError):
+    """A run paused by its budget would pause again at once: resume it with a larger one."""
+
+    def __init__(self, run_id: str, why: str, key: str, field: str) -> None:
+        super().__init__(
+            f"run {run_id} is paused by its budget ({why.removeprefix('budget: ')}) and "
+            f"would pause again at once: raise its {key} limit (CLI: --budget {key}=+N, "
+            f"N more than used so far; API: budget.{field})"
+        )
+        self.run_id = run_id
+        self.key = key

@@ -104,6 +104,11 @@ class RunExecutor:
         # Journaled steps append from node tasks while the loop appends completions: one
         # append at a time, so each takes the graph's next seq (uncontended, it never waits).
         self.append_lock = asyncio.Lock()
+        # The nodes in flight now, by task (the loop's own; `in_flight` counts them).
+        self._tasks: dict[asyncio.Future[Any], str] = {}
+        # Kinds whose nodes made model calls in this run (turns): those in flight count
+        # against the turn budget, as any node in flight counts against the node budget.
+        self._turn_kinds: set[str] | None = None
 
     # -- the loop --------------------------------------------------------------
 
@@ -143,7 +148,7 @@ class RunExecutor:
     async def _execute(self) -> Outcome:
         g, rt = self.graph, self.runtime
         queue: deque[str] = deque(g.ready)
-        tasks: dict[asyncio.Future[Any], str] = {}
+        tasks = self._tasks
         drain_wait = asyncio.ensure_future(rt.draining.wait())
         cancel_wait = asyncio.ensure_future(self.cancelling.wait())
         hurry_wait = asyncio.ensure_future(rt.hurry.wait())
@@ -159,6 +164,8 @@ class RunExecutor:
                 if not stopping and (self._inbox or g.open_waits):
                     queue.extend(await self._record_events())
                 while queue and not stopping and len(tasks) < rt.concurrency:
+                    if (g.limits.max_nodes or g.limits.max_turns) and not self._room(queue[0]):
+                        break  # what is in flight may spend the rest: wait for it
                     nid = queue.popleft()
                     tasks[asyncio.ensure_future(self._run_node(nid))] = nid
                 if not tasks:
@@ -207,6 +214,7 @@ class RunExecutor:
                     async with self.append_lock:
                         queue.extend(await rt.writer.commit(g, batch, epoch=self.epoch))
                     self._note_failures(batch)
+                    self._learn_turns(batch)
         finally:
             self.accepting = False
             drain_wait.cancel()
@@ -217,6 +225,47 @@ class RunExecutor:
             if tasks:  # an exception (fencing, cancellation) ends the loop: nothing more lands
                 await _cancel_all(tasks)
         return await self._finish()
+
+    @property
+    def in_flight(self) -> int:
+        """How many of this run's nodes are executing now."""
+        return len(self._tasks)
+
+    def _room(self, node_id: str) -> bool:
+        """Whether launching `node_id` keeps the node and turn budgets even if every node
+        in flight completes: nodes in flight count against what is left, so a budget of N
+        nodes never completes more than N. Tokens and cost cannot be known ahead: they are
+        checked between nodes, and nodes in flight may pass them."""
+        g, lim, flying = self.graph, self.graph.limits, self._tasks.values()
+        if lim.max_nodes and g.completed_count + len(self._tasks) >= lim.max_nodes:
+            return False
+        if lim.max_turns:
+            turns = self._turn_kinds_now()
+            if g.spec(node_id).kind in turns:
+                turns_in_flight = sum(1 for nid in flying if g.spec(nid).kind in turns)
+                if g.model_calls + turns_in_flight >= lim.max_turns:
+                    return False
+        return True
+
+    def _turn_kinds_now(self) -> set[str]:
+        """The kinds that made model calls in this run, learned from its records."""
+        if self._turn_kinds is None:
+            nodes = self.graph.nodes
+            self._turn_kinds = {
+                nodes[nid].spec.kind
+                for nid in self.graph.order
+                if (nc := nodes[nid].completed) is not None and nc.used.model_calls
+            }
+        return self._turn_kinds
+
+    def _learn_turns(self, batch: Sequence[tuple[Record, bytes]]) -> None:
+        if self._turn_kinds is None:
+            return  # learned from the graph when first needed
+        for record, _ in batch:
+            if record.HasField("node_completed") and record.node_completed.used.model_calls:
+                self._turn_kinds.add(record.node_completed.kind)
+            elif record.HasField("step_recorded") and record.step_recorded.used.model_calls:
+                self._turn_kinds.add(self.graph.spec(record.step_recorded.node_id).kind)
 
     async def _record_events(self) -> list[str]:
         """Record the events delivered here and the waits whose deadline has passed, in one
@@ -286,6 +335,7 @@ class RunExecutor:
             except GraphError as exc:
                 raise InvalidSpawn(f"run {self.graph.run_id}: a step record {exc}") from None
             await self.runtime.writer.commit(self.graph, [(record, data)], epoch=self.epoch)
+        self._learn_turns([(record, data)])
 
     def _collect(self, task: asyncio.Future[Any], node_id: str) -> list[tuple[Record, bytes]]:
         exc = task.exception()

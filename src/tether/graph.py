@@ -187,9 +187,9 @@ class Graph:
         open_us = end - self._session_start_us if self.status is Status.RUNNING else 0
         return (self._closed_wall_us + max(0, open_us)) // 1000
 
-    def exhausted(self, at_us: int) -> str | None:
-        """The reason the budget is spent, or None."""
-        lim = self.limits
+    def exhausted(self, at_us: int, limits: BudgetLimits | None = None) -> str | None:
+        """The reason the budget (or `limits`, if given) is spent, or None."""
+        lim = self.limits if limits is None else limits
         if lim.max_nodes and self.completed_count >= lim.max_nodes:
             return f"budget: node limit {lim.max_nodes} reached"
         if lim.max_tokens and self.tokens >= lim.max_tokens:

@@ -17,8 +17,6 @@ from tether.inputs import InputShape
 _REGISTRIES: dict[str, Registry] = {}
 # `Registry(default_input=...)` not given: a run started without input gets None.
 NO_DEFAULT: Any = object()
-# Agents that ship with tether, importable by a short name.
-_BUILTIN = {"demo": "tether.demo.agent:agent", "demo.analyst": "tether.demo.agent:agent"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +137,11 @@ def _entry_point(name: str) -> str | None:
 
 
 def resolve_agent(name: str) -> Registry:
-    """Find a registry by name, `module:attribute` import path, entry point, or built-in name."""
+    """Find a registry by name, `module:attribute` import path, or entry point (tether's own
+    demo agents are found through theirs, in tether's package metadata, like any package's)."""
     if name in _REGISTRIES:
         return _REGISTRIES[name]
-    path = _BUILTIN.get(name) or (None if ":" in name else _entry_point(name)) or name
+    path = (None if ":" in name else _entry_point(name)) or name
     module_name, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_name)

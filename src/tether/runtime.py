@@ -11,10 +11,12 @@ from typing import Any
 
 from tether.blobs import BlobStore
 from tether.blobs.sealed import SealedBlobStore
+from tether.budgets import refuse_spent
 from tether.core import Budget, Usage
 from tether.crypto.keyring import KeyRing
 from tether.delivery import Delivered, deliver
 from tether.errors import (
+    BudgetSpent,
     CannotContinue,
     ChildFailed,
     ChildPaused,
@@ -173,6 +175,10 @@ class Runtime:
             self.hurry.set()
         self.draining.set()
 
+    def in_flight(self) -> int:
+        """How many nodes are executing in this process now (sub-agent runs' included)."""
+        return sum(ex.in_flight for ex in self.executing.values())
+
     def request_cancel(self, run_id: str) -> RunExecutor | None:
         """Tell a run executing here (and its sub-agent runs) to stop; its executor, or None."""
         here = self.executing.get(run_id)
@@ -326,6 +332,11 @@ class Runtime:
             # Its row may still say otherwise (a log written before finishes were atomic).
             await self.store.leases.release(run_id, epoch, graph.status, graph.reason or None)
             raise RunNotResumable(f"run {run_id} has finished ({graph.status}); nothing to resume")
+        try:  # paused by its budget: resuming must raise what ran out
+            refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
+        except BudgetSpent:
+            await self.store.leases.release(run_id, epoch, graph.status, graph.reason or None)
+            raise
         return await self.continue_graph(graph, budget=budget, epoch=epoch)
 
     async def not_taken(self, run_id: str, what: str) -> TetherError:

@@ -11,6 +11,8 @@ queued by one of them can be executed by any other.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -27,6 +29,10 @@ if TYPE_CHECKING:
     from tether.crypto.keyring import KeyRing
 
 DEFAULT_GRACE = 25.0
+# Runs a worker (or the server's embedded one) executes at once.
+DEFAULT_CONCURRENCY = 16
+# Seconds between looks at the store: a worker's for expired leases, a stream's slow poll.
+DEFAULT_POLL = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +45,14 @@ class Settings:
     lease_ttl: float = DEFAULT_LEASE_TTL
     grace: float = DEFAULT_GRACE
     keys: KeyRing | None = None
+    concurrency: int = DEFAULT_CONCURRENCY
+    poll: float = DEFAULT_POLL
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:
         """Flags first, then `TETHER_DATABASE_URL` / `TETHER_DATA_DIR` / `TETHER_BLOB_URL` /
-        `TETHER_KEYS`, then defaults. A malformed key ring stops every command here."""
+        `TETHER_KEYS` / `TETHER_CONCURRENCY` / `TETHER_POLL`, then defaults. A malformed key
+        ring, concurrency or poll interval stops every command here."""
         from tether.crypto.keyring import load_ring
 
         lease_ttl = getattr(args, "lease_ttl", None)
@@ -54,10 +63,36 @@ class Settings:
             lease_ttl=DEFAULT_LEASE_TTL if lease_ttl is None else lease_ttl,
             grace=DEFAULT_GRACE if grace is None else grace,
             keys=load_ring(),
+            concurrency=int(_setting(args, "concurrency", DEFAULT_CONCURRENCY, int, 1)),
+            poll=_setting(args, "poll", DEFAULT_POLL, float, 0.001),
         )
 
     def blob_url(self) -> str:
         return self.blobs or default_blob_url(self.db)
+
+
+def _setting(
+    args: argparse.Namespace, name: str, default: float, kind: type[int] | type[float], least: float
+) -> float:
+    """`--NAME` if given, else `$TETHER_NAME`, else `default`; ValueError naming where a
+    value that is not a number of at least `least` came from."""
+    value = getattr(args, name, None)
+    where = f"--{name}"
+    if value is None:
+        env = f"TETHER_{name.upper()}"
+        raw = os.environ.get(env)
+        if raw is None:
+            return default
+        where = f"${env}"
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ValueError(
+                f"{where}={raw!r} is not {'an integer' if kind is int else 'a number'}"
+            ) from None
+    if not math.isfinite(value) or value < least:
+        raise ValueError(f"{where} must be at least {least:g}, not {value:g}")
+    return float(value) if kind is float else value
 
 
 @asynccontextmanager

@@ -8,7 +8,7 @@ import anthropic
 import openai
 import pytest
 
-from tether.agent.localserver import LocalModelServer, serve_local_models
+from tether.testing import LocalModelServer, serve_local_models
 
 
 @pytest.fixture

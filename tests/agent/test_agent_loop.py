@@ -14,7 +14,7 @@ import pytest
 
 from tether import Budget, Runtime, Status, Store
 from tether.agent import Agent, tool
-from tether.agent.localserver import (
+from tether.testing import (
     CutStream,
     LocalModelServer,
     Message,
@@ -89,7 +89,7 @@ def analyst(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
 
 @pytest.fixture
 async def models() -> AsyncIterator[LocalModelServer]:
-    from tether.agent.localserver import serve_local_models
+    from tether.testing import serve_local_models
 
     async with serve_local_models({"research": research, "analyst": analyst}) as server:
         yield server

@@ -8,7 +8,7 @@ import pytest
 
 from tether import Runtime, Status, Store
 from tether.agent import Agent, tool
-from tether.agent.localserver import LocalModelServer, Message, ToolCall, ToolSpec, Turn
+from tether.testing import LocalModelServer, Message, ToolCall, ToolSpec, Turn
 
 DELETED: list[str] = []
 
@@ -43,7 +43,7 @@ def cleanup(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
 
 @pytest.fixture
 async def models() -> AsyncIterator[LocalModelServer]:
-    from tether.agent.localserver import serve_local_models
+    from tether.testing import serve_local_models
 
     async with serve_local_models({"cleanup": cleanup}) as server:
         yield server

@@ -7,7 +7,7 @@ from typing import Any
 
 import anthropic
 
-from tether.agent.localserver import LocalModelServer, Message, ToolCall, ToolSpec, Turn, Usage
+from tether.testing import LocalModelServer, Message, ToolCall, ToolSpec, Turn, Usage
 
 USER: list[Any] = [{"role": "user", "content": "Compare Paris and Rome."}]
 TOOLS: list[Any] = [

@@ -9,7 +9,7 @@ import httpx2
 import openai
 import pytest
 
-from tether.agent.localserver import (
+from tether.testing import (
     CutStream,
     LocalModelServer,
     RateLimited,

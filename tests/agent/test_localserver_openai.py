@@ -8,7 +8,7 @@ from typing import Any
 
 import openai
 
-from tether.agent.localserver import LocalModelServer, Message, ToolCall, ToolSpec, Turn, Usage
+from tether.testing import LocalModelServer, Message, ToolCall, ToolSpec, Turn, Usage
 
 USER = [{"role": "user", "content": "What is the weather in Paris and Rome?"}]
 TOOLS: list[Any] = [

@@ -1,4 +1,4 @@
-"""Running the server: in-process lifecycle, and `python -m tether.agent.localserver`."""
+"""Running the server: in-process lifecycle, and `python -m tether.testing`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import openai
 import pytest
 
-from tether.agent.localserver import (
+from tether.testing import (
     LocalModelServer,
     ServerStartError,
     Turn,
@@ -75,7 +75,7 @@ async def test_module_entry_point_serves_the_demo_until_sigterm() -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tether.agent.localserver",
+        "tether.testing",
         "--port",
         "0",
         stdout=asyncio.subprocess.PIPE,

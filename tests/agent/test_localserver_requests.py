@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from tether.agent.localserver import LocalModelServer, Message, ToolSpec, Turn
+from tether.testing import LocalModelServer, Message, ToolSpec, Turn
 
 OAI_USER: list[Any] = [{"role": "user", "content": "hello"}]
 

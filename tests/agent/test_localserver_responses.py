@@ -9,7 +9,7 @@ from typing import Any
 import openai
 import pytest
 
-from tether.agent.localserver import (
+from tether.testing import (
     CutStream,
     LocalModelServer,
     Message,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.agent.localserver import (
+from tether.testing import (
     CutStream,
     Message,
     RateLimited,
@@ -16,7 +16,7 @@ from tether.agent.localserver import (
     TurnList,
     Usage,
 )
-from tether.agent.localserver.replies import json_pieces, text_pieces
+from tether.testing.replies import json_pieces, text_pieces
 
 TURNS = [Turn(text="zero"), Turn(text="one"), Turn(text="two")]
 

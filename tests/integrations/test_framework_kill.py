@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from tether import Store
-from tether.agent.localserver import serve_local_models
-from tether.agent.localserver.demo import DEMO_SCRIPTS
 from tether.records import decode_log, inline_json
+from tether.testing import serve_local_models
+from tether.testing.demo import DEMO_SCRIPTS
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 SRC = Path(__file__).parent.parent.parent / "src"

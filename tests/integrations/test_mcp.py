@@ -17,7 +17,8 @@ from tests.s3server import free_port
 from tether import Runtime, Status, Store
 from tether.agent import Agent, MCPServer, mcp_server
 from tether.agent import ToolSpec as AgentToolSpec
-from tether.agent.localserver import (
+from tether.records import decode_log
+from tether.testing import (
     LocalModelServer,
     Message,
     ToolCall,
@@ -25,7 +26,6 @@ from tether.agent.localserver import (
     Turn,
     serve_local_models,
 )
-from tether.records import decode_log
 
 SERVER = Path(__file__).parent / "mcp_tools_server.py"
 

@@ -14,7 +14,9 @@ pytest.importorskip("agents")
 from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
 
 from tether import Runtime, Status, Store
-from tether.agent.localserver import (
+from tether.integrations.openai_agents import DurableRunner
+from tether.records import decode_log
+from tether.testing import (
     LocalModelServer,
     Message,
     ToolCall,
@@ -22,8 +24,6 @@ from tether.agent.localserver import (
     Turn,
     serve_local_models,
 )
-from tether.integrations.openai_agents import DurableRunner
-from tether.records import decode_log
 
 # Refunds whose tool body finished; an order whose refund hangs until cancelled (a crash).
 REFUNDED: list[str] = []

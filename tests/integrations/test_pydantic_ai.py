@@ -17,7 +17,9 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from tether import Budget, Runtime, Status, Store
-from tether.agent.localserver import (
+from tether.integrations.pydantic_ai import TetherAgent, TetherDurability
+from tether.records import decode_log
+from tether.testing import (
     LocalModelServer,
     Message,
     ToolCall,
@@ -25,8 +27,6 @@ from tether.agent.localserver import (
     Turn,
     serve_local_models,
 )
-from tether.integrations.pydantic_ai import TetherAgent, TetherDurability
-from tether.records import decode_log
 
 # Tool bodies that started and that finished, by city.
 STARTED: list[str] = []

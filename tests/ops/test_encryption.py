@@ -192,7 +192,7 @@ def test_keys_from_the_command_line(tmp_path: Path) -> None:
         [*base, "--db", f"sqlite:///{db}", "submit", "demo"],
         env=env, capture_output=True, text=True, cwd=tmp_path,
     )  # fmt: skip
-    assert bad.returncode == 2 and "TETHER_KEYS: the key ring is not JSON" in bad.stdout
+    assert bad.returncode == 2 and "TETHER_KEYS: the key ring is not JSON" in bad.stderr
     assert not db.exists()
 
 

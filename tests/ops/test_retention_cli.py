@@ -41,9 +41,9 @@ def test_bad_retention_input_is_refused_with_nothing_deleted(tmp_path: Path) -> 
     assert proc.returncode == 2
     assert "duration '30x' is not valid" in proc.stdout + proc.stderr
     proc = tether(tmp_path, "runs", "delete", "nope", check=False)
-    assert proc.returncode == 2 and "unknown run 'nope'" in proc.stdout
+    assert proc.returncode == 2 and "unknown run 'nope'" in proc.stderr
     proc = tether(tmp_path, "worker", "--retain", "soon", check=False)
-    assert proc.returncode == 2 and "duration 'soon' is not valid" in proc.stdout
+    assert proc.returncode == 2 and "duration 'soon' is not valid" in proc.stderr
     assert all_runs(tmp_path) == before
 
 

@@ -210,6 +210,14 @@ async def test_a_paused_run_resumes_with_a_larger_budget(sqlite_store: Store) ->
         ]
         paused = await wait_status(client, run_id, "paused")
         assert paused["reason"] == "budget: node limit 2 reached"
+        # Not raised: it would pause again at once, so it is refused, saying why.
+        for same in (None, {"max_nodes": 2}):
+            with pytest.raises(ApiError) as err:
+                await client.resume(run_id, budget=same)
+            assert (err.value.status, err.value.kind) == (409, "budget_spent")
+            assert "node limit 2 reached" in str(err.value)
+            assert "budget.max_nodes" in str(err.value)
+        assert (await client.get(run_id))["status"] == "paused"
         await client.resume(run_id, budget={"max_nodes": 50})
         async for _ in client.events(run_id):
             pass
@@ -390,3 +398,22 @@ async def test_auth_refusals_and_page_sessions_in_detail(sqlite_store: Store) ->
 def test_an_empty_api_token_is_refused() -> None:
     with pytest.raises(ValueError, match="the API token must not be empty"):
         BearerAuth(lambda scope, receive, send: None, "", Sessions.for_token("x"))  # type: ignore[arg-type]
+
+
+async def test_an_input_that_does_not_fit_the_agent_gets_422_and_records_nothing(
+    sqlite_store: Store,
+) -> None:
+    typed = "tests.test_inputs:typed"  # declares its input: {"question": str, "depth": int}
+    async with (
+        running(sqlite_store, agents=(typed,)) as (url, _),
+        httpx.AsyncClient(base_url=url, headers=AUTH) as http,
+    ):
+        bad = {"agent": typed, "input": {"question": "q", "depth": "deep"}}
+        response = await http.post("/v1/runs", json=bad)
+        assert response.status_code == 422
+        assert response.json()["error"]["type"] == "bad_input"
+        assert "at depth" in response.json()["error"]["message"]
+        response = await http.post("/v1/runs", json={"agent": typed})  # no input at all
+        assert response.status_code == 422
+        assert response.json()["error"]["type"] == "bad_input"
+    assert await sqlite_store.runs.list() == []

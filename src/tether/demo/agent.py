@@ -109,8 +109,8 @@ async def demo_models(model: str | None = None) -> AsyncIterator[str]:
             a.model, a.base_url = model, None
         yield model
         return
-    from tether.agent.localserver import serve_local_models
     from tether.demo.scripts import SCRIPTS
+    from tether.testing import serve_local_models
 
     async with serve_local_models(SCRIPTS) as server:
         for a in (research, analyst):

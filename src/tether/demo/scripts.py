@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from tether.agent.localserver import Message, ToolCall, ToolSpec, Turn
+from tether.testing import Message, ToolCall, ToolSpec, Turn
 
 TOPICS = ["durable execution", "gateway timeouts", "rolling deploys", "OOM kills"]
 

@@ -176,7 +176,9 @@ def document() -> dict[str, Any]:
         "/v1/runs/{run_id}/resume": {"post": _op(
             "resume a paused or interrupted run, optionally with a larger budget",
             {"202": {"description": "resuming", "content": _json("RunAccepted")},
-             **_UNKNOWN, **conflict, **bad},
+             **_UNKNOWN, **bad,
+             "409": _err("the run has finished, or is executing already, or is paused by "
+                         "its budget and the budget given does not raise what ran out")},
             parameters=[_RUN_ID],
             requestBody=resume_body,
         )},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tether.store.base import (
     DRAIN,
@@ -44,6 +45,10 @@ def store_from_url(url: str | None = None) -> Store:
 
         return MemoryStore()
     if url.startswith(("postgresql://", "postgres://")):
+        try:
+            urlsplit(url).port  # noqa: B018 (a malformed port is said here, naming the URL)
+        except ValueError as exc:
+            raise ValueError(f"malformed store URL {url.split('@')[-1]!r}: {exc}") from None
         try:
             from tether.store.postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:  # the extra is not installed

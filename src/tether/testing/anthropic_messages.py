@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tether.agent.localserver.conversation import (
+from tether.testing.conversation import (
     BadRequest,
     Message,
     ModelRequest,
@@ -13,8 +13,8 @@ from tether.agent.localserver.conversation import (
     parse_arguments,
     require,
 )
-from tether.agent.localserver.replies import Reply, build_reply, json_pieces, sse, text_pieces
-from tether.agent.localserver.turns import ToolCall, Turn
+from tether.testing.replies import Reply, build_reply, json_pieces, sse, text_pieces
+from tether.testing.turns import ToolCall, Turn
 
 
 def _blocks(content: object, where: str) -> list[dict[str, Any]]:

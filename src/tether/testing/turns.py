@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.agent.localserver.faults import Fault
+from tether.testing.faults import Fault
 
 
 @dataclass(frozen=True, slots=True)

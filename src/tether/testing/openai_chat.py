@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tether.agent.localserver.conversation import (
+from tether.testing.conversation import (
     BadRequest,
     Message,
     ModelRequest,
@@ -13,9 +13,9 @@ from tether.agent.localserver.conversation import (
     parse_arguments,
     require,
 )
-from tether.agent.localserver.replies import CREATED, Reply, build_reply, json_pieces, sse
-from tether.agent.localserver.replies import text_pieces as split_text
-from tether.agent.localserver.turns import ToolCall, Turn
+from tether.testing.replies import CREATED, Reply, build_reply, json_pieces, sse
+from tether.testing.replies import text_pieces as split_text
+from tether.testing.turns import ToolCall, Turn
 
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 

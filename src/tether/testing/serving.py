@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 
-from tether.agent.localserver.app import LocalModelServer
-from tether.agent.localserver.scripts import Script
-from tether.agent.localserver.turns import Turn
 from tether.errors import TetherError
+from tether.testing.app import LocalModelServer
+from tether.testing.scripts import Script
+from tether.testing.turns import Turn
 from tether.uvicorn_util import ReadyServer, bind_socket
 
 _CUT_MESSAGE = "ASGI callable returned without completing response."

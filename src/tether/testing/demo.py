@@ -1,12 +1,12 @@
-"""Built-in scripts for `python -m tether.agent.localserver` and `tether demo`."""
+"""Built-in scripts for `python -m tether.testing` and `tether demo`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tether.agent.localserver.conversation import Message, ToolSpec, count_assistant_turns
-from tether.agent.localserver.scripts import Script
-from tether.agent.localserver.turns import ToolCall, Turn
+from tether.testing.conversation import Message, ToolSpec, count_assistant_turns
+from tether.testing.scripts import Script
+from tether.testing.turns import ToolCall, Turn
 
 
 def _last(messages: Sequence[Message], role: str) -> str:

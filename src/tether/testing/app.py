@@ -15,15 +15,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tether.agent.localserver.anthropic_messages import AnthropicMessages
-from tether.agent.localserver.conversation import BadRequest, ModelRequest
-from tether.agent.localserver.faults import CutStream, Fault, fault_name
-from tether.agent.localserver.openai_chat import OpenAIChat
-from tether.agent.localserver.openai_responses import OpenAIResponses
-from tether.agent.localserver.replies import CREATED, Dialect, Reply
-from tether.agent.localserver.responses import PacedResponse
-from tether.agent.localserver.scripts import MODEL_PREFIX, Script, ScriptError, ScriptRegistry
-from tether.agent.localserver.turns import Turn
+from tether.testing.anthropic_messages import AnthropicMessages
+from tether.testing.conversation import BadRequest, ModelRequest
+from tether.testing.faults import CutStream, Fault, fault_name
+from tether.testing.openai_chat import OpenAIChat
+from tether.testing.openai_responses import OpenAIResponses
+from tether.testing.replies import CREATED, Dialect, Reply
+from tether.testing.responses import PacedResponse
+from tether.testing.scripts import MODEL_PREFIX, Script, ScriptError, ScriptRegistry
+from tether.testing.turns import Turn
 
 log = logging.getLogger(__name__)
 

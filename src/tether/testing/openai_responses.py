@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tether.agent.localserver.conversation import (
+from tether.testing.conversation import (
     BadRequest,
     Message,
     ModelRequest,
@@ -17,8 +17,8 @@ from tether.agent.localserver.conversation import (
     parse_arguments,
     require,
 )
-from tether.agent.localserver.openai_chat import OpenAIChat
-from tether.agent.localserver.replies import (
+from tether.testing.openai_chat import OpenAIChat
+from tether.testing.replies import (
     CREATED,
     Reply,
     build_reply,
@@ -27,7 +27,7 @@ from tether.agent.localserver.replies import (
     sse,
     text_pieces,
 )
-from tether.agent.localserver.turns import ToolCall, Turn
+from tether.testing.turns import ToolCall, Turn
 
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tether.agent.localserver.conversation import ModelRequest
-from tether.agent.localserver.turns import ToolCall, Turn, Usage, usage_for
+from tether.testing.conversation import ModelRequest
+from tether.testing.turns import ToolCall, Turn, Usage, usage_for
 
 # Real APIs stamp replies with the current time; a fixed value keeps a re-run reply
 # byte-identical to the first one.

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from tether.agent.localserver.conversation import Message, ToolSpec, count_assistant_turns
-from tether.agent.localserver.turns import Turn
 from tether.errors import TetherError
+from tether.testing.conversation import Message, ToolSpec, count_assistant_turns
+from tether.testing.turns import Turn
 
 MODEL_PREFIX = "script:"
 

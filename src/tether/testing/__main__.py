@@ -1,4 +1,4 @@
-"""`python -m tether.agent.localserver --port N`: serve the demo scripts until stopped.
+"""`python -m tether.testing --port N`: serve the demo scripts until stopped.
 
 Prints one line, `tether-localserver listening on http://HOST:PORT`, once it accepts
 requests, so a parent process can wait for that line instead of sleeping.
@@ -9,16 +9,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tether.agent.localserver.app import LocalModelServer
-from tether.agent.localserver.demo import DEMO_SCRIPTS
-from tether.agent.localserver.serving import ServerStartError, run_local_models
+from tether.testing.app import LocalModelServer
+from tether.testing.demo import DEMO_SCRIPTS
+from tether.testing.serving import ServerStartError, run_local_models
 
 READY_LINE = "tether-localserver listening on {url}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tether.agent.localserver",
+        prog="python -m tether.testing",
         description="Scripted OpenAI/Anthropic-compatible model server (models: "
         + ", ".join(f"script:{name}" for name in DEMO_SCRIPTS)
         + ").",

@@ -1,4 +1,5 @@
-"""A local, scripted model server that the official OpenAI and Anthropic SDKs talk to.
+"""Test your agents offline: a local, scripted model server the official OpenAI and
+Anthropic SDKs talk to (the docs' guide "Testing agents offline").
 
 Endpoints: OpenAI Chat Completions (`/v1/chat/completions`), OpenAI Responses
 (`/v1/responses`, stateless) and Anthropic Messages (`/v1/messages`), streaming or not.
@@ -11,16 +12,16 @@ latency) are injected per turn so retry and crash paths can be exercised for rea
         client = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key="x")
 """
 
-from tether.agent.localserver.app import LocalModelServer, LoggedRequest
-from tether.agent.localserver.conversation import BadRequest, Message, ModelRequest, ToolSpec
-from tether.agent.localserver.faults import CutStream, Fault, RateLimited, ServerError
-from tether.agent.localserver.scripts import Script, ScriptError, ScriptRegistry, TurnList
-from tether.agent.localserver.serving import (
+from tether.testing.app import LocalModelServer, LoggedRequest
+from tether.testing.conversation import BadRequest, Message, ModelRequest, ToolSpec
+from tether.testing.faults import CutStream, Fault, RateLimited, ServerError
+from tether.testing.scripts import Script, ScriptError, ScriptRegistry, TurnList
+from tether.testing.serving import (
     ServerStartError,
     run_local_models,
     serve_local_models,
 )
-from tether.agent.localserver.turns import ToolCall, Turn, Usage
+from tether.testing.turns import ToolCall, Turn, Usage
 
 __all__ = [
     "BadRequest",

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tether.agent.localserver.turns import ToolCall
 from tether.errors import TetherError
+from tether.testing.turns import ToolCall
 
 Role = Literal["system", "user", "assistant", "tool"]
 Api = Literal["openai.chat", "openai.responses", "anthropic.messages"]
