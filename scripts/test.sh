@@ -13,8 +13,19 @@ need_apt() {
   fi
 }
 
-echo "installing tether with its dev and docs extras (pip install -e '.[dev,docs]')"
-python3 -m pip install -q -e '.[dev,docs]'
+# Installed already for this pyproject.toml from this checkout: skip (delete the stamp to redo).
+STAMP=.cache/pip-installed
+WANT="$(pwd) $(sha256sum pyproject.toml | cut -d' ' -f1)"
+installed_here() {  # the tether python3 imports is this checkout's
+  python3 -c "import sys, tether; sys.exit(not tether.__file__.startswith('$(pwd)/src/'))" 2>/dev/null
+}
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && installed_here; then
+  echo "tether[dev,docs] is installed for this pyproject.toml already (rm $STAMP to reinstall)"
+else
+  echo "installing tether with its dev and docs extras (pip install -e '.[dev,docs]')"
+  python3 -m pip install -q -e '.[dev,docs]'
+  mkdir -p .cache && echo "$WANT" > "$STAMP"
+fi
 
 # The console is tested in a real headless browser: Debian's chromium and driver.
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then

@@ -244,3 +244,50 @@ def test_global_options_work_after_the_subcommand(tmp_path: Path) -> None:
     after = json.loads(tether(tmp_path, "runs", "--json", "--db", db).stdout)
     before = json.loads(tether(tmp_path, "--db", db, "runs", "--json").stdout)
     assert len(after) == len(before) == 1
+
+
+def test_runs_fits_80_columns_nests_sub_agent_runs_and_filters(tmp_path: Path) -> None:
+    tether(tmp_path, "demo", "--quiet")  # its analyst is a sub-agent run
+    tether(tmp_path, "demo", "--quiet", "--budget", "nodes=3")
+    e = {**env(tmp_path), "COLUMNS": "80"}
+    table = subprocess.run(
+        [sys.executable, "-m", "tether", "runs"],
+        cwd=tmp_path, env=e, capture_output=True, text=True, timeout=120, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert all(len(line) <= 80 for line in table), table
+    assert table[0].split() == ["run", "id", "agent", "state", "age", "owner", "reason"]
+    rows = json.loads(tether(tmp_path, "runs", "--json").stdout)
+    parent = next(r for r in rows if r["agent"] == "demo" and r["status"] == "succeeded")
+    child = next(r for r in rows if r["parent_run_id"] == parent["run_id"])
+    at = next(i for i, line in enumerate(table) if line.startswith(str(parent["run_id"])))
+    # The child right under its parent, by the part of its id after the parent's.
+    suffix = str(child["run_id"])[len(str(parent["run_id"])) :]
+    assert table[at + 1].startswith(f"└ {suffix}") and "demo.analyst" in table[at + 1]
+    assert re.search(r"\s\d+[smhd]\s", table[at])  # its age
+    only = json.loads(tether(tmp_path, "runs", "--agent", "demo.analyst", "--json").stdout)
+    assert [r["run_id"] for r in only] == [child["run_id"]]
+    paused = json.loads(tether(tmp_path, "runs", "--status", "paused", "--json").stdout)
+    assert [r["reason"] for r in paused] == ["budget: node limit 3 reached"]
+
+
+def test_logs_prints_each_record_on_one_line_and_follow_ends_with_the_run(
+    tmp_path: Path,
+) -> None:
+    proc, run_id = started_demo(tmp_path, "--quiet")
+    follow = subprocess.run(
+        [sys.executable, "-m", "tether", "logs", run_id, "--follow"],
+        cwd=tmp_path, env=env(tmp_path), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert follow.returncode == 0, follow.stderr
+    proc.communicate(timeout=60)
+    lines = follow.stdout.splitlines()
+    records = json.loads(tether(tmp_path, "show", run_id, "--json").stdout)["records"]
+    assert len(lines) == records  # every record once, in order, and it ended by itself
+    assert [int(line.split()[0]) for line in lines] == list(range(records))
+    assert " started demo input " in lines[0]
+    assert " finished succeeded -> " in lines[-1]
+    assert any(" completed tool:report " in line and "blob(s)" in line for line in lines)
+    again = tether(tmp_path, "logs", run_id).stdout.splitlines()
+    assert again == lines
+    as_json = tether(tmp_path, "logs", run_id, "--json").stdout.splitlines()
+    assert [json.loads(line)["seq"] for line in as_json] == list(range(records))

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from tether import commands, commands_fork, logs
+from tether import commands, commands_fork, commands_logs, logs
 from tether.errors import TetherError
 from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.store import Status
@@ -252,12 +252,23 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--run-id", help="the run's id (default: a new one)")
     submit.set_defaults(fn=commands.cmd_submit)
 
-    runs = sub.add_parser("runs", help="list runs; prune or delete them")
-    runs.add_argument("--status", choices=[s.value for s in Status])
-    runs.add_argument("--limit", type=int, default=50)
-    runs.add_argument("--json", action="store_true")
+    runs = sub.add_parser(
+        "runs", help="list runs, newest first, sub-agent runs under their parent; prune or delete"
+    )
+    runs.add_argument("--status", choices=[s.value for s in Status], help="only runs in it")
+    runs.add_argument("--agent", help="only runs of this agent")
+    runs.add_argument("--limit", type=int, default=50, help="at most this many runs (50)")
+    runs.add_argument("--json", action="store_true", help="one JSON array of runs")
     runs.set_defaults(fn=commands.cmd_runs, read_only=True)
     _runs_retention(runs)
+
+    logs_cmd = sub.add_parser("logs", help="a run's records, one line each")
+    logs_cmd.add_argument("run_id")
+    logs_cmd.add_argument(
+        "--follow", "-f", action="store_true", help="print records as they land, until it ends"
+    )
+    logs_cmd.add_argument("--json", action="store_true", help="one JSON object a record")
+    logs_cmd.set_defaults(fn=commands_logs.cmd_logs, read_only=True)
 
     show = sub.add_parser("show", help="a run's graph, status, budget and timings")
     show.add_argument("run_id")

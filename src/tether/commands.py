@@ -30,7 +30,7 @@ from tether.metering import metering
 from tether.records import Record, limits_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
-from tether.store import RunInfo, Status, Store, default_url, migrate_url
+from tether.store import RunFilter, RunInfo, Status, Store, default_url, migrate_url
 from tether.wiring import check_blobs, new_runtime, open_blobs
 
 console = Console()
@@ -319,29 +319,17 @@ async def cmd_submit(store: Store, args: argparse.Namespace) -> int:
 
 
 async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
+    from tether.display import runs_table
+
     status = Status(args.status) if args.status else None
-    rows = await store.runs.list(status=status, limit=args.limit)
+    where = RunFilter(agent=args.agent)
+    rows = await store.runs.list(status=status, where=where, limit=args.limit)
     now = await store.runs.clock()  # leases are timed by the store's clock
     if args.json:
         print(json.dumps([_run_row(r, now) for r in rows], indent=2))
         return 0
-    from rich.table import Column, Table
-
-    table = Table("agent", "status", "reason", "owner", "epoch", "lease")
-    # Run ids are what users copy into `tether resume`/`show`: never truncate them.
-    table.columns.insert(0, Column("run id", overflow="fold", min_width=20))
-    for r in rows:
-        left = r.lease_left(now)
-        lease = "-" if left is None else _lease_state(left)
-        table.add_row(
-            r.run_id, r.agent, r.state(now), r.reason or "", r.owner or "-", str(r.epoch), lease
-        )
-    console.print(table)
+    console.print(runs_table(rows, now), soft_wrap=False)
     return 0
-
-
-def _lease_state(left: float) -> str:
-    return f"{left:.1f}s left" if left >= 0 else f"expired {-left:.1f}s ago"
 
 
 def _run_row(r: RunInfo, now: float) -> dict[str, Any]:
@@ -430,7 +418,7 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
             view.update(_ownership(info, now))
         print(json.dumps(view, indent=2))
         return 0
-    from tether.display import budget_line, graph_tree
+    from tether.display import budget_line, graph_tree, lease_state
 
     console.print(graph_tree(graph))
     if graph.started is not None and graph.started.agent_version:
@@ -442,7 +430,7 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
         console.print(f"{info.state(now)}: {info.reason}")  # e.g. why no worker took it
     if info is not None and info.owner and not info.status.finished:
         left = info.lease_left(now)
-        lease = "" if left is None else f", lease {_lease_state(left)}"
+        lease = "" if left is None else f", lease {lease_state(left)}"
         console.print(f"{info.state(now)}: owner {info.owner}, epoch {info.epoch}{lease}")
     if graph.open_waits:
         print_waits(graph)

@@ -13,6 +13,7 @@ from rich.tree import Tree
 from tether.graph import Graph
 from tether.records import BudgetLimits, Record, body_of
 from tether.runtime import Runtime
+from tether.store.base import RunInfo
 
 
 class Progress:
@@ -167,3 +168,60 @@ def budget_line(graph: Graph) -> str:
     parts.append(f"cost {money(graph.cost)}" + (f"/{money(lim.max_cost)}" if lim.max_cost else ""))
     parts.append(f"wall {graph.wall_ms() / 1000:.1f}s")
     return "budget: " + ", ".join(parts)
+
+
+def age(seconds: float) -> str:
+    """A duration as a short age: `45s`, `12m`, `3h`, `5d`."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def lease_state(left: float) -> str:
+    return f"{left:.1f}s left" if left >= 0 else f"expired {-left:.1f}s ago"
+
+
+def nested(rows: list[RunInfo]) -> list[tuple[int, RunInfo]]:
+    """`rows` with each sub-agent run right under its parent (when listed), with its depth;
+    otherwise in the order given (newest first)."""
+    listed = {r.run_id for r in rows}
+    children: dict[str, list[RunInfo]] = {}
+    for r in rows:
+        if r.parent_run_id in listed:
+            children.setdefault(r.parent_run_id, []).append(r)
+    out: list[tuple[int, RunInfo]] = []
+
+    def add(r: RunInfo, depth: int) -> None:
+        out.append((depth, r))
+        for child in reversed(children.get(r.run_id, [])):  # oldest (started first) first
+            add(child, depth + 1)
+
+    for r in rows:
+        if r.parent_run_id not in listed:
+            add(r, 0)
+    return out
+
+
+def runs_table(rows: list[RunInfo], now: float) -> Table:
+    """`tether runs`: every column in 80 columns, sub-agent runs indented under their
+    parent (shown by the part of their id after the parent's), long cells wrapped."""
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    # Run ids are what users copy into `tether resume`/`show`: never cut them.
+    table.add_column("run id", no_wrap=True, min_width=20)
+    table.add_column("agent", overflow="fold", max_width=14)
+    table.add_column("state", no_wrap=True)
+    table.add_column("age", no_wrap=True, justify="right")
+    table.add_column("owner", overflow="fold", ratio=1)
+    table.add_column("reason", overflow="fold", ratio=1)
+    for depth, r in nested(rows):
+        run_id = r.run_id
+        if depth and r.parent_run_id:
+            run_id = "  " * (depth - 1) + "└ " + r.run_id[len(r.parent_run_id) :]
+        owner = "-"
+        left = r.lease_left(now)
+        if r.owner and not r.status.finished:
+            owner = f"{r.owner} e{r.epoch}" + ("" if left is None else f", {lease_state(left)}")
+        table.add_row(run_id, r.agent, r.state(now), age(now - r.created_at), owner, r.reason or "")
+    return table
