@@ -33,6 +33,17 @@ def default_url() -> str:
     return os.environ.get("TETHER_DATABASE_URL") or f"sqlite:///{data_dir() / 'tether.db'}"
 
 
+def _check_ports(url: str) -> None:
+    """ValueError naming the URL if a host's port (of one, or of several: `h1:p1,h2:p2`) is
+    not a number, said here rather than by the driver's message without the URL."""
+    for host in urlsplit(url).netloc.rpartition("@")[2].split(","):
+        _, colon, port = host.rpartition(":")
+        if colon and not port.isdigit() and not host.endswith("]"):
+            raise ValueError(
+                f"malformed store URL {url.split('@')[-1]!r}: port {port!r} is not a number"
+            )
+
+
 def store_from_url(url: str | None = None) -> Store:
     """Build (not open) the store for a URL: `sqlite:///path` or `postgresql://...`."""
     url = url or default_url()
@@ -45,10 +56,7 @@ def store_from_url(url: str | None = None) -> Store:
 
         return MemoryStore()
     if url.startswith(("postgresql://", "postgres://")):
-        try:
-            urlsplit(url).port  # noqa: B018 (a malformed port is said here, naming the URL)
-        except ValueError as exc:
-            raise ValueError(f"malformed store URL {url.split('@')[-1]!r}: {exc}") from None
+        _check_ports(url)
         try:
             from tether.store.postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:  # the extra is not installed
