@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -116,7 +116,12 @@ class LocalModelServer:
         return endpoint
 
     async def _handle(self, dialect: Dialect, http_request: Request) -> Response:
-        raw = await http_request.body()
+        try:
+            raw = await http_request.body()
+        except ClientDisconnect:
+            # The client went before sending its body (a process stopping now, its model
+            # calls cancelled): nobody reads an answer, and it is no error of the server's.
+            return Response(status_code=499)
         try:
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
