@@ -447,8 +447,8 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     from tether.display import budget_line, graph_tree
 
     console.print(graph_tree(graph))
-    if graph.started is not None and graph.started.agent_version:
-        console.print(f"agent {graph.agent} version {graph.started.agent_version}")
+    if graph.agent_version:
+        console.print(f"agent {graph.agent} version {graph.agent_version}")
     console.print(budget_line(graph))
     if graph.reason:
         console.print(f"reason: {graph.reason}")
