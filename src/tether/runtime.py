@@ -257,6 +257,7 @@ class Runtime:
             parent_run_id=parent[0] if parent else None,
             owner=self.owner if owned else None,
             epoch=1 if leased else 0,
+            agent_version=registry.version,
         )
         return await self.writer.create(info, record, lease_s=self.lease_ttl if leased else None)
 
@@ -369,7 +370,9 @@ class Runtime:
         moved = registry.version if graph.agent_version not in ("", registry.version) else ""
         resumed = run_resumed(self.owner, epoch, limits, version=moved)
         await self.writer.write(graph, resumed, epoch=epoch)
-        await self.store.runs.set_status(graph.run_id, Status.RUNNING, epoch=epoch)
+        await self.store.runs.set_status(
+            graph.run_id, Status.RUNNING, epoch=epoch, version=moved or None
+        )
         return await executor.execute()
 
     async def registry_for(self, graph: Graph) -> Registry:
