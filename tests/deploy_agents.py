@@ -17,6 +17,9 @@ from tether.registry import PendingRun
 
 RELEASE = os.environ.get("DEPLOY_RELEASE", "1")
 NODE_S = float(os.environ.get("DEPLOY_NODE_S", "0"))
+# The first node of the run whose input is {"i": i} takes i * STAGGER_S longer, so that runs
+# started together are at different nodes a few seconds later.
+STAGGER_S = float(os.environ.get("DEPLOY_STAGGER_S", "0"))
 FIRST = "outline" if RELEASE == "3" else "plan"
 REVIEW = "critique" if RELEASE == "2" else "review"
 CHAIN = [FIRST, "search", "draft", REVIEW, "publish"]
@@ -37,8 +40,11 @@ agent = Registry(
 
 def _step(kind: str, then: str | None) -> None:
     async def handler(ctx: Context, node: Node) -> NodeResult:
-        if NODE_S:
-            await asyncio.sleep(NODE_S)
+        extra = 0.0
+        if kind == FIRST and isinstance(node.input, dict):
+            extra = STAGGER_S * float(node.input.get("i", 0))
+        if NODE_S or extra:
+            await asyncio.sleep(NODE_S + extra)
         spawn = [Spawn(then, node.input)] if then else []
         return NodeResult(f"{kind} by release {RELEASE}", spawn=spawn, is_result=then is None)
 

@@ -238,3 +238,49 @@ async def test_upgrade_moves_a_run_after_checking_the_code_here(store: Store) ->
     assert graph.agent_version == "2" and graph.started is not None
     assert graph.started.agent_version == "1"  # the history keeps where it started
     assert (await runtime.resume(run_id)).status is Status.SUCCEEDED  # version 2 continues it
+
+
+def _run(home: Path, db: str, *args: str, release: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether", *args],
+        cwd=home,
+        env=_env(home, db, release),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_deploy_check_names_the_runs_the_code_here_cannot_continue(
+    tmp_path: Path, durable_store_url: str
+) -> None:
+    """`tether deploy check` against a store (SQLite and PostgreSQL): exit 1 and the runs a
+    release would strand; exit 0 when the code can continue every in-flight run."""
+    db = durable_store_url
+    run_id = _tether(tmp_path, db, "submit", AGENT, "--input", '"q"').strip()
+
+    ok = _run(tmp_path, db, "deploy", "check", AGENT, release="1")
+    assert ok.returncode == 0, ok.stderr
+    assert "1 in-flight runs checked, 0 this code cannot continue" in ok.stdout, ok.stdout
+    compatible = _run(tmp_path, db, "deploy", "check", AGENT, "--json", release="2")
+    assert compatible.returncode == 0, compatible.stdout  # release 2: not reached `review`
+    assert json.loads(compatible.stdout)["runs"] == []
+
+    bad = _run(tmp_path, db, "deploy", "check", AGENT, "--json", release="3")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    view = json.loads(bad.stdout)
+    assert view["version"] == "3" and view["checked"] == 1, view
+    [run] = view["runs"]
+    assert run["run_id"] == run_id and run["status"] == "queued" and run["version"] == "1"
+    assert [p["what"] for p in run["problems"]] == ["kind"], run
+    assert "no handler for pending node kind 'plan'" in run["problems"][0]["detail"]
+    text = _run(tmp_path, db, "deploy", "check", AGENT, release="3")
+    assert text.returncode == 1 and f"  {run_id} (queued, version 1): " in text.stdout
+
+    refused = _run(tmp_path, db, "runs", "upgrade", run_id, "--to", "3", release="3")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "version 3 cannot continue it" in refused.stdout, refused.stdout
+    moved = _run(tmp_path, db, "runs", "upgrade", run_id, "--to", "2", release="2")
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert f"run {run_id}: on version 2 now (queued)" in moved.stdout
+    assert _row(tmp_path, db, run_id)["agent_version"] == "2"

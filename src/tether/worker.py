@@ -104,12 +104,14 @@ class Worker:
         await self._advertise()  # listed by `tether workers` before it claims anything
         async with asyncio.TaskGroup() as tg:
             beat = tg.create_task(self._heartbeat())
+            advert = tg.create_task(self._advertising())
             retain = tg.create_task(self._retain()) if self.retain is not None else None
             await self._claim_loop(tg)
             log.info("%s: draining %d runs", self.owner, len(self._tasks))
             while self._tasks:
                 await asyncio.wait(list(self._tasks.values()))
             beat.cancel()
+            advert.cancel()
             if retain is not None:
                 retain.cancel()
         try:
@@ -314,6 +316,11 @@ class Worker:
                 await asyncio.sleep(max(0.0, min([beat_at, *expiries]) - now))
                 self._stop_expired()
             await self._renew()
+
+    async def _advertising(self) -> None:
+        # Its own task: a slow workers-table write must never delay a lease renewal.
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
             await self._advertise()
 
     async def _advertise(self) -> None:
