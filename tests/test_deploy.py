@@ -78,15 +78,17 @@ def test_invariant_10_a_worker_never_claims_a_run_of_a_version_it_does_not_serve
     run_id = _tether(tmp_path, db, "submit", AGENT, "--input", '"q"').strip()
 
     new = _worker(tmp_path, db, "3")
-    assert new.stderr is not None
-    for line in new.stderr:  # the handshake: it looked at the run and left it
-        if f"run {run_id}: on version 1" in line:
-            assert "(version 3) does not serve" in line, line
-            break
-    workers = json.loads(_tether(tmp_path, db, "workers", "--json", release="3"))
-    assert [w["versions"][AGENT]["version"] for w in workers] == ["3"], workers
-    row = _row(tmp_path, db, run_id)
-    err = _stop(new)
+    try:
+        assert new.stderr is not None
+        for line in new.stderr:  # the handshake: it looked at the run and left it
+            if f"run {run_id}: on version 1" in line:
+                assert "(version 3) does not serve" in line, line
+                break
+        workers = json.loads(_tether(tmp_path, db, "workers", "--json", release="3"))
+        assert [w["versions"][AGENT]["version"] for w in workers] == ["3"], workers
+        row = _row(tmp_path, db, run_id)
+    finally:
+        err = _stop(new)
     assert f"run {run_id}: claimed" not in err, err
     assert row["status"] == "queued" and row["owner"] is None, row
     assert row["epoch"] == 0 and row["agent_version"] == "1", row  # never claimed

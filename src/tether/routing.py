@@ -46,6 +46,8 @@ class Routing:
         self._rejected: dict[str, float] = {}
         # Runs of other versions that passed the check: named in the next claim.
         self.accepted: list[str] = []
+        # Set when an agent is resolved: the worker advertises what it serves at once.
+        self.changed = False
         for name in agents:
             self.agents[name] = resolve_agent(name)
 
@@ -112,6 +114,7 @@ class Routing:
             return None
         self._unresolved.pop(agent, None)
         self.agents[agent] = registry
+        self.changed = True
         log.info("serving agent %r version %s", agent, registry.version)
         return registry
 

@@ -169,6 +169,9 @@ class Worker:
                     # Fewer than it could take: look at the runs its versions leave out
                     # (agents not resolved yet, runs of versions its code may continue).
                     more = len(claims) < free and await self.routing.scan(skip, free)
+                    if self.routing.changed:  # serves another agent: say so now
+                        self.routing.changed = False
+                        await self._advertise()
                 except StoreUnavailable as exc:
                     log.warning("%s: claim failed (%s); retrying in %.2fs", self.owner, exc, delay)
                     await self._until_stopped(asyncio.sleep(delay))
