@@ -261,9 +261,9 @@ async def test_invariant_7_budget_pauses_between_nodes_and_resumes_with_more(
     assert outcome.status is Status.PAUSED
     assert outcome.reason == "budget: node limit 3 reached"
     recorded = len(await node_records(store, outcome.run_id))
-    # Nothing is cut mid-node: the start and the 6 workers it launched at once were all
-    # in flight when the limit was reached, and all were recorded; the join never started.
-    assert recorded == 7
+    # Nodes in flight count against the limit: of the 6 workers ready at once, only the 2
+    # that fit were launched (never more than 3 recorded); the join never started.
+    assert recorded == 3
     assert "join" not in {nc.kind for nc in await node_records(store, outcome.run_id)}
     assert (await store.runs.get(outcome.run_id)).status is Status.PAUSED  # type: ignore[union-attr]
 
