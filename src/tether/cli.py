@@ -113,6 +113,12 @@ def _fork_and_history(sub: Any) -> None:
         metavar="NODE_ID=JSON",
         help="replace the output of a node completed by then (repeatable)",
     )
+    fork.add_argument(
+        "--input",
+        action="append",
+        metavar="NODE_ID=JSON",
+        help="replace the input of a node pending then (repeatable)",
+    )
     fork.add_argument("--budget", help="new limits; +N adds, e.g. tokens=+50000")
     fork.add_argument("--run", action="store_true", help="execute the fork here now")
     fork.add_argument("--quiet", action="store_true", help="no live progress display (--run)")

@@ -139,14 +139,18 @@ class TetherClient:
         at_seq: int | None = None,
         before_node: str | None = None,
         set_outputs: dict[str, Any] | None = None,
+        set_inputs: dict[str, Any] | None = None,
         budget: dict[str, float] | None = None,
     ) -> dict[str, Any]:
         """A new queued run whose history is the run's records up to `at_seq` (or before
-        `before_node` was recorded), with `set_outputs` replacing recorded outputs; the
-        answer names the fork (`run_id`) and its source (`forked_from`)."""
+        `before_node` was recorded), with `set_outputs` replacing recorded outputs and
+        `set_inputs` the inputs of nodes pending there; the answer names the fork
+        (`run_id`) and its source (`forked_from`)."""
         body: dict[str, Any] = {"at_seq": at_seq, "before_node": before_node}
         if set_outputs:
             body["set_outputs"] = set_outputs
+        if set_inputs:
+            body["set_inputs"] = set_inputs
         if budget:
             body["budget"] = budget
         body = {k: v for k, v in body.items() if v is not None}

@@ -32,6 +32,7 @@ from tether.records import Record, budget_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
 from tether.store import RunInfo, Status, Store, default_url, migrate_url
+from tether.store.forks import Origin
 from tether.wiring import check_blobs, new_runtime, open_blobs
 
 console = Console()
@@ -336,20 +337,25 @@ async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
     status = Status(args.status) if args.status else None
     rows = await store.runs.list(status=status, limit=args.limit)
     now = await store.runs.clock()  # leases are timed by the store's clock
+    origins = await store.forks.origins([r.run_id for r in rows])
     if args.json:
-        print(json.dumps([_run_row(r, now) for r in rows], indent=2))
+        print(json.dumps([_run_row(r, now, origins.get(r.run_id)) for r in rows], indent=2))
         return 0
     from rich.table import Column, Table
 
     table = Table("agent", "status", "reason", "owner", "epoch", "lease")
     # Run ids are what users copy into `tether resume`/`show`: never truncate them.
     table.columns.insert(0, Column("run id", overflow="fold", min_width=20))
+    if origins:
+        table.add_column("forked from", overflow="fold")
     for r in rows:
         left = r.lease_left(now)
         lease = "-" if left is None else _lease_state(left)
-        table.add_row(
-            r.run_id, r.agent, r.state(now), r.reason or "", r.owner or "-", str(r.epoch), lease
-        )
+        cells = [r.run_id, r.agent, r.state(now), r.reason or "", r.owner or "-", str(r.epoch)]
+        cells.append(lease)
+        if origins:
+            cells.append(str(origins[r.run_id]) if r.run_id in origins else "")
+        table.add_row(*cells)
     console.print(table)
     return 0
 
@@ -358,7 +364,7 @@ def _lease_state(left: float) -> str:
     return f"{left:.1f}s left" if left >= 0 else f"expired {-left:.1f}s ago"
 
 
-def _run_row(r: RunInfo, now: float) -> dict[str, Any]:
+def _run_row(r: RunInfo, now: float, origin: Origin | None = None) -> dict[str, Any]:
     return {
         "run_id": r.run_id,
         "agent": r.agent,
@@ -367,6 +373,7 @@ def _run_row(r: RunInfo, now: float) -> dict[str, Any]:
         "lease_left": r.lease_left(now),
         "reason": r.reason,
         "parent_run_id": r.parent_run_id,
+        "forked_from": origin.to_json() if origin else None,
         "created_at": r.created_at,
         "updated_at": r.updated_at,
         "owner": r.owner,

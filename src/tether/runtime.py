@@ -145,14 +145,18 @@ class Runtime:
         at_seq: int | None = None,
         before_node: str | None = None,
         set_outputs: Mapping[str, Any] | None = None,
+        set_inputs: Mapping[str, Any] | None = None,
         budget: Budget | None = None,
     ) -> str:
         """Create a queued run whose history is `run_id`'s records up to `at_seq` (or up to
         just before `before_node` was recorded), with the outputs in `set_outputs` replacing
-        those recorded; return its id. Nodes pending there run again when it is taken up.
+        those recorded and the inputs in `set_inputs` those of nodes pending there; return
+        its id. Nodes pending there run again when it is taken up. The fork references the
+        source's records instead of copying them: it costs a few rows however long the run.
 
         UnknownRun; BadFork (nothing stored) for a seq past the end or at the run's end, an
-        unknown or unrecorded node, an override of a node not completed by then.
+        unknown or unrecorded node, an output override of a node not completed by then, an
+        input override of a node not pending then.
         """
         return await fork(
             self,
@@ -160,6 +164,7 @@ class Runtime:
             at_seq=at_seq,
             before_node=before_node,
             set_outputs=set_outputs,
+            set_inputs=set_inputs,
             budget=budget,
         )
 

@@ -39,6 +39,9 @@ async def test_fork_over_http_runs_to_the_same_result_and_names_its_source(
             if r.HasField("node_completed")
         ]
         assert len(done) == len(set(done)) == source["budget"]["used"]["nodes"]
+        listed = {r["run_id"]: r for r in (await client.list())["runs"]}
+        assert listed[fork_id]["forked_from"] == {"run_id": run_id, "seq": 2}
+        assert listed[run_id]["forked_from"] is None
 
 
 @pytest.mark.parametrize(

@@ -182,7 +182,9 @@ def document() -> dict[str, Any]:
         )},
         "/v1/runs/{run_id}/fork": {"post": _op(
             "a new queued run whose history is this run's records up to `at_seq` (or before "
-            "`before_node` was recorded), with `set_outputs` replacing recorded outputs",
+            "`before_node` was recorded), with `set_outputs` replacing recorded outputs and "
+            "`set_inputs` the inputs of nodes pending there; the fork references the source's "
+            "records instead of copying them",
             {"201": {"description": "the fork, queued", "content": _json("RunForked")},
              **_UNKNOWN, **bad},
             parameters=[_RUN_ID],

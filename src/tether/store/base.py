@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from tether.status import Status as Status  # re-exported: stores speak of run status
 
 if TYPE_CHECKING:
+    from tether.store.forks import ForkTable
     from tether.store.retention import Retention
 
 # The reason of a run paused by a drain (SIGTERM): such a run is runnable again at once,
@@ -82,7 +83,8 @@ class LogStore(ABC):
 
     @abstractmethod
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
-        """Return the run's records with seq > after_seq, in seq order."""
+        """Return the run's records with seq > after_seq, in seq order; a fork's include
+        the rows it references (`tether.store.forks`)."""
 
     async def read_all(self, run_id: str) -> list[bytes]:
         """Return the run's record bytes in seq order (the rehydration path)."""
@@ -289,13 +291,14 @@ class Leases(ABC):
 
 
 class Store(ABC):
-    """A backend: the log, the runs table, the leases and retention over one database."""
+    """A backend: the log, the runs table, the leases, retention and forks over one database."""
 
     url: str
     log: LogStore
     runs: RunTable
     leases: Leases
     retention: Retention
+    forks: ForkTable
 
     @abstractmethod
     async def open(self) -> None:
