@@ -88,3 +88,19 @@ def test_runs_show_lineage_and_a_pending_input_can_be_set(tmp_path: Path) -> Non
     bad = tether(tmp_path, "fork", rid, "--at", "1", "--input", "x", check=False)
     assert bad.returncode != 0 and "bad --input 'x'" in bad.stderr
     assert len(run_ids(tmp_path)) == 3
+
+
+def test_show_at_a_seq_is_the_run_as_it_was_then(tmp_path: Path) -> None:
+    tether(tmp_path, "demo", "--quiet")
+    (source,) = run_ids(tmp_path)
+    rid = str(source["run_id"])
+    now = json.loads(tether(tmp_path, "show", rid, "--json", "--outputs").stdout)
+    then = json.loads(tether(tmp_path, "show", rid, "--json", "--at", "1", "--outputs").stdout)
+    assert (then["at_seq"], then["records"], then["status"]) == (1, 2, "running")
+    assert [n["status"] for n in then["nodes"]].count("completed") == 1
+    assert then["budget"]["used"]["nodes"] == 1 < now["budget"]["used"]["nodes"]
+    assert then["nodes"][0]["output"] == now["nodes"][0]["output"]  # the root's, recorded then
+    table = tether(tmp_path, "show", rid, "--at", "1").stdout
+    assert "as of seq 1" in table
+    past = tether(tmp_path, "show", rid, "--at", "9999", check=False)
+    assert past.returncode == 2 and "there is no seq 9999" in past.stdout + past.stderr

@@ -262,6 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("run_id")
     show.add_argument("--json", action="store_true", help="stable JSON (see README)")
     show.add_argument("--outputs", action="store_true", help="include node outputs in --json")
+    show.add_argument(
+        "--at", type=int, metavar="SEQ", help="the run as it was once the record at SEQ was"
+    )
     show.set_defaults(fn=commands.cmd_show, read_only=True)
 
     _fork_and_history(sub)

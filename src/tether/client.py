@@ -108,9 +108,11 @@ class TetherClient:
             body["budget"] = budget
         return await self._call("POST", "/v1/runs", json=body, headers=headers)
 
-    async def get(self, run_id: str) -> dict[str, Any]:
-        """Status, budget used, counts, timings and nodes of a run."""
-        return await self._call("GET", f"/v1/runs/{run_id}")
+    async def get(self, run_id: str, *, at_seq: int | None = None) -> dict[str, Any]:
+        """Status, budget used, counts, timings and nodes of a run; with `at_seq`, as they
+        were once the record at that seq was."""
+        params = {} if at_seq is None else {"at": at_seq}
+        return await self._call("GET", f"/v1/runs/{run_id}", params=params)
 
     async def list(
         self, *, status: str | None = None, limit: int = 50, offset: int = 0

@@ -442,17 +442,21 @@ async def cmd_runs_delete(store: Store, args: argparse.Namespace) -> int:
 
 
 async def cmd_show(store: Store, args: argparse.Namespace) -> int:
-    graph = await new_runtime(store, args.settings).load(args.run_id)
-    info = await store.runs.get(args.run_id)
+    graph = await new_runtime(store, args.settings).load(args.run_id, at_seq=args.at)
+    # As of a seq, the run is its log's prefix: its row (owner, lease) is today's, not shown.
+    info = await store.runs.get(args.run_id) if args.at is None else None
     now = await store.runs.clock()
     if args.json:
         view = run_view(graph, outputs=args.outputs)
+        view["at_seq"] = args.at
         if info is not None:
             view.update(_ownership(info, now))
         print(json.dumps(view, indent=2))
         return 0
     from tether.display import budget_line, graph_tree
 
+    if args.at is not None:
+        console.print(f"run {args.run_id} as of seq {args.at} (tether history lists the seqs)")
     console.print(graph_tree(graph))
     if graph.started is not None and graph.started.agent_version:
         console.print(f"agent {graph.agent} version {graph.started.agent_version}")

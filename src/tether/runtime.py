@@ -28,6 +28,7 @@ from tether.errors import (
     TetherError,
     UnknownAgent,
     UnknownRun,
+    UnknownSeq,
 )
 from tether.events import EventBus
 from tether.executor import Outcome, RunExecutor
@@ -264,11 +265,16 @@ class Runtime:
         )
         return await self.writer.create(info, record, lease_s=self.lease_ttl if leased else None)
 
-    async def load(self, run_id: str) -> Graph:
-        """Rehydrate a run: read its log in seq order, decode, apply."""
+    async def load(self, run_id: str, *, at_seq: int | None = None) -> Graph:
+        """Rehydrate a run: read its log in seq order, decode, apply. With `at_seq`, the run
+        as it was once the record at that seq was applied (UnknownSeq if it has none)."""
         rows = await self.store.log.read_all(run_id)
         if not rows:
             raise UnknownRun(run_id)
+        if at_seq is not None:
+            if not 0 <= at_seq < len(rows):
+                raise UnknownSeq(run_id, at_seq, len(rows) - 1)
+            rows = rows[: at_seq + 1]
         graph = Graph(run_id)
         apply = graph.apply
         try:

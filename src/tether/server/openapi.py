@@ -146,10 +146,14 @@ def document() -> dict[str, Any]:
             ),
         },
         "/v1/runs/{run_id}": {"get": _op(
-            "status, budget used, counts, timings and nodes of a run",
-            {"200": {"description": "the run", "content": _json("Run")}, **_UNKNOWN},
+            "status, budget used, counts, timings and nodes of a run; with `at`, as they "
+            "were once the record at that seq was (graph, budget and outputs)",
+            {"200": {"description": "the run", "content": _json("Run")}, **_UNKNOWN,
+             "400": _err("`at` is not a seq")},
             parameters=[_RUN_ID, {"name": "outputs", "in": "query", "required": False,
-                                  "schema": {"type": "string", "enum": ["0", "1"]}}],
+                                  "schema": {"type": "string", "enum": ["0", "1"]}},
+                        {"name": "at", "in": "query", "required": False,
+                         "schema": {"type": "integer", "minimum": 0}}],
         )},
         "/v1/runs/{run_id}/events": {"get": _op(
             "the run's records as Server-Sent Events (id = seq), resumable",
