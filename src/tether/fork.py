@@ -69,12 +69,10 @@ async def fork(
     if both := sorted(set(outputs) & set(inputs)):
         raise BadFork(f"node(s) {', '.join(both)}: set an output or an input, not both")
     if at_seq is not None and not outputs and not inputs:
-        seq, head, until_us = await _point(runtime, run_id, at_seq)
+        seq, head = await _point(runtime, run_id, at_seq)
         own: dict[int, Record] = {}
     else:
-        seq, head, own, until_us = await _rewritten(
-            runtime, run_id, at_seq, before_node, outputs, inputs
-        )
+        seq, head, own = await _rewritten(runtime, run_id, at_seq, before_node, outputs, inputs)
     head.run_started.forked_from_run_id = run_id
     head.run_started.forked_from_seq = seq
     del head.run_started.overridden_node_ids[:]
@@ -86,15 +84,14 @@ async def fork(
     segments = plan_segments(run_id, await runtime.store.forks.segments(run_id), seq, own)
     info = RunInfo(run_id=fork_id, agent=head.run_started.agent, status=Status.QUEUED)
     # Sub-agent runs first: once the fork is queued a worker may run its nodes.
-    await fork_children(runtime, run_id, fork_id, until_us)
+    await fork_children(runtime, run_id, fork_id, seq)
     await runtime.writer.create_fork(info, head, Origin(run_id, seq), segments, own)
     await runtime.store.leases.notify()
     return fork_id
 
 
-async def _point(runtime: Runtime, run_id: str, seq: int) -> tuple[int, Record, int]:
-    """The fork point `seq` checked against the source's records there; its seq 0 to copy
-    and the time of the record at `seq`."""
+async def _point(runtime: Runtime, run_id: str, seq: int) -> tuple[int, Record]:
+    """The fork point `seq` checked against the source's records there; its seq 0 to copy."""
     rows = await runtime.store.forks.rows_at(run_id, [0, seq])
     if 0 not in rows:
         raise UnknownRun(run_id)
@@ -103,9 +100,8 @@ async def _point(runtime: Runtime, run_id: str, seq: int) -> tuple[int, Record, 
     if seq not in rows:
         last = len(await runtime.store.log.read_all(run_id)) - 1
         raise BadFork(f"run {run_id} has seqs 0..{last}; cannot fork at seq {seq}")
-    at = decode_one(run_id, seq, rows[seq])
-    _check_not_end(run_id, seq, at)
-    return seq, head, at.at_us
+    _check_not_end(run_id, seq, decode_one(run_id, seq, rows[seq]))
+    return seq, head
 
 
 async def _rewritten(
@@ -115,10 +111,9 @@ async def _rewritten(
     before_node: str | None,
     outputs: dict[str, Any],
     inputs: dict[str, Any],
-) -> tuple[int, Record, dict[int, Record], int]:
+) -> tuple[int, Record, dict[int, Record]]:
     """Read the source's log, find the fork point, rewrite the records the overrides touch
-    and check the prefix replays; the fork's seq 0, its own records by seq and the time of
-    the source's record at the fork point."""
+    and check the prefix replays; the fork's seq 0 and its own records by seq."""
     rows = await runtime.store.log.read_all(run_id)
     if not rows:
         raise UnknownRun(run_id)
@@ -141,8 +136,7 @@ async def _rewritten(
         except GraphError as exc:  # the source's log itself does not replay
             raise BadFork(f"run {run_id}: record at seq {i} does not replay ({exc})") from None
         scratch.apply(record, checked=True)
-    own = {i: prefix[i] for i in sorted(changed - {0})}
-    return seq, prefix[0], own, records[seq].at_us
+    return seq, prefix[0], {i: prefix[i] for i in sorted(changed - {0})}
 
 
 def _check_top_level(run_id: str, first: Record) -> None:
