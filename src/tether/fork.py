@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 
 from tether.core import Budget
 from tether.errors import BadFork, UnknownRun
-from tether.fork_children import fork_children
+from tether.fork_children import fork_children, version_of
 from tether.graph import Graph, GraphError
 from tether.ids import new_run_id
 from tether.records import (
@@ -82,7 +82,9 @@ async def fork(
 
     fork_id = new_id or new_run_id()
     segments = plan_segments(run_id, await runtime.store.forks.segments(run_id), seq, own)
-    info = RunInfo(run_id=fork_id, agent=head.run_started.agent, status=Status.QUEUED)
+    # On the version its prefix ends on: claimed by workers of that version (pinning).
+    version = await _version_at(runtime, run_id, seq, head) or None
+    info = RunInfo(fork_id, head.run_started.agent, Status.QUEUED, agent_version=version)
     # Sub-agent runs first: once the fork is queued a worker may run its nodes.
     await fork_children(runtime, run_id, fork_id, seq)
     await runtime.writer.create_fork(info, head, Origin(run_id, seq), segments, own)
@@ -137,6 +139,17 @@ async def _rewritten(
             raise BadFork(f"run {run_id}: record at seq {i} does not replay ({exc})") from None
         scratch.apply(record, checked=True)
     return seq, prefix[0], {i: prefix[i] for i in sorted(changed - {0})}
+
+
+async def _version_at(runtime: Runtime, run_id: str, seq: int, head: Record) -> str:
+    """The agent version the source's records up to `seq` end on: its RunStarted's, unless
+    a RunResumed moved it (then read from the prefix; its row names its current version)."""
+    started = head.run_started.agent_version
+    source = await runtime.store.runs.get(run_id)
+    if source is None or (source.agent_version or "") == started:
+        return started
+    records = decode_log(run_id, await runtime.store.log.read_all(run_id))
+    return version_of(records[: seq + 1])
 
 
 def _check_top_level(run_id: str, first: Record) -> None:

@@ -67,6 +67,16 @@ async def fork_children(
     return forked
 
 
+def version_of(records: Sequence[Record]) -> str:
+    """The agent version a run's records (from seq 0) end on: its RunStarted's, or the last
+    one a RunResumed moved it to."""
+    version = records[0].run_started.agent_version
+    for record in records:
+        if record.HasField("run_resumed") and record.run_resumed.agent_version:
+            version = record.run_resumed.agent_version
+    return version
+
+
 async def _fork_one(
     runtime: Runtime, child: RunInfo, records: Sequence[Record], cut: int, fork_id: str, new_id: str
 ) -> None:
@@ -78,6 +88,9 @@ async def _fork_one(
     if records[cut].HasField("run_finished"):
         status = Status.from_pb(records[cut].run_finished.status)
         reason = records[cut].run_finished.error or None
-    info = RunInfo(new_id, child.agent, status, parent_run_id=fork_id, reason=reason)
+    version = version_of(records[: cut + 1]) or None
+    info = RunInfo(
+        new_id, child.agent, status, parent_run_id=fork_id, reason=reason, agent_version=version
+    )
     segments = plan_segments(child.run_id, await runtime.store.forks.segments(child.run_id), cut)
     await runtime.writer.create_fork(info, head, Origin(child.run_id, cut), segments, {})

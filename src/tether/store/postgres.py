@@ -36,6 +36,7 @@ from tether.store.postgres_log import PostgresLog
 from tether.store.postgres_partitions import log_partitions, partition_log
 from tether.store.postgres_retention import PostgresRetention
 from tether.store.postgres_runs import PostgresRuns, run_info
+from tether.store.postgres_workers import PostgresWorkers
 from tether.store.queries import load_migrations, load_queries
 
 Q = load_queries("postgres")
@@ -54,6 +55,7 @@ class PostgresStore(Store):
         self.leases = self._leases
         self.retention = PostgresRetention(self._db, run_info)
         self.forks = PostgresForks(self._db)
+        self.workers = PostgresWorkers(self._db)
 
     @property
     def pool_size(self) -> tuple[int, int]:

@@ -21,7 +21,8 @@ CREATE TABLE runs (
     epoch bigint NOT NULL DEFAULT 0,
     lease_until double precision,
     cancel_requested boolean NOT NULL DEFAULT false,
-    wake_at double precision
+    wake_at double precision,
+    agent_version text
 );
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
@@ -60,3 +61,15 @@ CREATE TABLE run_refs (
 
 -- Deleting a run finds the forks that reference it (to copy what they reference first).
 CREATE INDEX run_refs_source_idx ON run_refs (source_run_id);
+
+-- Workers advertise the agent versions they serve with their heartbeat.
+CREATE TABLE workers (
+    owner text PRIMARY KEY,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    started_at double precision NOT NULL,
+    beat_at double precision NOT NULL,
+    ttl double precision NOT NULL,
+    versions jsonb NOT NULL,
+    runs_held integer NOT NULL DEFAULT 0
+);
