@@ -25,7 +25,7 @@ from rich.console import Console
 from tether import control, logs, tracing
 from tether.core import Budget
 from tether.deploys import waiting_reasons
-from tether.errors import RunBusy
+from tether.errors import RunBusy, UnknownRun
 from tether.executor import Outcome
 from tether.graph import Graph
 from tether.inspect import run_view, waits_view
@@ -205,22 +205,28 @@ async def _ask(wait: dict[str, Any]) -> dict[str, Any]:
 
 
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
-    graph = await new_runtime(store, args.settings).load(args.run_id)
-    budget = parse_budget(args.budget, graph) if args.budget else None
+    # The runs row names the agent; the log is read once, by the resume itself (a `+N`
+    # budget adds to the current limits, which only the log holds).
+    info = await store.runs.get(args.run_id)
+    if info is None:
+        raise UnknownRun(args.run_id)
+    budget = None
+    if args.budget:
+        budget = parse_budget(
+            args.budget, await new_runtime(store, args.settings).load(args.run_id)
+        )
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
     models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
-    if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
+    if info.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
         from tether.demo.agent import demo_models
 
         models = demo_models(args.model)
-    if args.force:
-        info = await store.runs.get(args.run_id)
-        if info is not None and info.owner and not info.status.finished:
-            console.print(
-                f"taking run {args.run_id} over from {info.owner} at epoch {info.epoch + 1}: "
-                "its owner's next append is refused (fenced) and it stops"
-            )
+    if args.force and info.owner and not info.status.finished:
+        console.print(
+            f"taking run {args.run_id} over from {info.owner} at epoch {info.epoch + 1}: "
+            "its owner's next append is refused (fenced) and it stops"
+        )
     announced = False
 
     def waiting(busy: RunBusy) -> None:
