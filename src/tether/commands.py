@@ -33,6 +33,7 @@ from tether.records import Record, limits_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
 from tether.store import RunFilter, RunInfo, Status, Store, default_url, migrate_url
+from tether.store.forks import Origin
 from tether.wiring import check_blobs, new_runtime, open_blobs
 
 console = Console()
@@ -338,14 +339,15 @@ async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
     waiting = await waiting_reasons(store, rows)
     rows = [replace(r, reason=r.reason or waiting[r.run_id]) if r.run_id in waiting else r
             for r in rows]  # fmt: skip
+    origins = await store.forks.origins([r.run_id for r in rows])
     if args.json:
-        print(json.dumps([_run_row(r, now) for r in rows], indent=2))
+        print(json.dumps([_run_row(r, now, origins.get(r.run_id)) for r in rows], indent=2))
         return 0
-    console.print(runs_table(rows, now), soft_wrap=False)
+    console.print(runs_table(rows, now, origins), soft_wrap=False)
     return 0
 
 
-def _run_row(r: RunInfo, now: float) -> dict[str, Any]:
+def _run_row(r: RunInfo, now: float, origin: Origin | None = None) -> dict[str, Any]:
     return {
         "run_id": r.run_id,
         "agent": r.agent,
@@ -354,6 +356,7 @@ def _run_row(r: RunInfo, now: float) -> dict[str, Any]:
         "lease_left": r.lease_left(now),
         "reason": r.reason,
         "parent_run_id": r.parent_run_id,
+        "forked_from": origin.to_json() if origin else None,
         "created_at": r.created_at,
         "updated_at": r.updated_at,
         "owner": r.owner,
@@ -423,20 +426,24 @@ async def cmd_runs_delete(store: Store, args: argparse.Namespace) -> int:
 
 
 async def cmd_show(store: Store, args: argparse.Namespace) -> int:
-    graph = await new_runtime(store, args.settings).load(args.run_id)
-    info = await store.runs.get(args.run_id)
+    graph = await new_runtime(store, args.settings).load(args.run_id, at_seq=args.at)
+    # As of a seq, the run is its log's prefix: its row (owner, lease) is today's, not shown.
+    info = await store.runs.get(args.run_id) if args.at is None else None
     now = await store.runs.clock()
     if info is not None and not info.reason:
         waiting = await waiting_reasons(store, [info])
         info = replace(info, reason=waiting.get(info.run_id))
     if args.json:
         view = run_view(graph, outputs=args.outputs)
+        view["at_seq"] = args.at
         if info is not None:
             view.update(_ownership(info, now))
         print(json.dumps(view, indent=2))
         return 0
     from tether.display import budget_line, graph_tree, lease_state
 
+    if args.at is not None:
+        console.print(f"run {args.run_id} as of seq {args.at} (tether history lists the seqs)")
     console.print(graph_tree(graph))
     if graph.agent_version:
         console.print(f"agent {graph.agent} version {graph.agent_version}")

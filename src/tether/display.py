@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any, assert_never
 
 from rich.console import Group
@@ -223,9 +224,10 @@ def nested(rows: list[RunInfo]) -> list[tuple[int, RunInfo]]:
     return out
 
 
-def runs_table(rows: list[RunInfo], now: float) -> Table:
+def runs_table(rows: list[RunInfo], now: float, origins: Mapping[str, object] = {}) -> Table:
     """`tether runs`: every column in 80 columns, sub-agent runs indented under their
-    parent (shown by the part of their id after the parent's), long cells wrapped."""
+    parent (shown by the part of their id after the parent's), long cells wrapped; a
+    fork's reason says what it was forked from (`origins`: run id -> `RUN@SEQ`)."""
     table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
     # Run ids are what users copy into `tether resume`/`show`: never cut them.
     table.add_column("run id", no_wrap=True, min_width=20)
@@ -242,5 +244,8 @@ def runs_table(rows: list[RunInfo], now: float) -> Table:
         left = r.lease_left(now)
         if r.owner and not r.status.finished:
             owner = f"{r.owner} e{r.epoch}" + ("" if left is None else f", {lease_state(left)}")
-        table.add_row(run_id, r.agent, r.state(now), age(now - r.created_at), owner, r.reason or "")
+        reason = r.reason or ""
+        if r.run_id in origins:
+            reason = f"forked from {origins[r.run_id]}" + (f"; {reason}" if reason else "")
+        table.add_row(run_id, r.agent, r.state(now), age(now - r.created_at), owner, reason)
     return table
