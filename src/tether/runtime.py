@@ -172,6 +172,8 @@ class Runtime:
         if self.draining.is_set():
             self.hurry.set()
         self.draining.set()
+        for executor in list(self.executing.values()):
+            executor.wake()
 
     def request_cancel(self, run_id: str) -> RunExecutor | None:
         """Tell a run executing here (and its sub-agent runs) to stop; its executor, or None."""
