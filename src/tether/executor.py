@@ -513,6 +513,13 @@ class RunExecutor:
         return refs
 
     async def _specs(self, node_id: str, spawns: Sequence[Spawn | Wait | Sleep]) -> list[NodeSpec]:
+        if len(spawns) == 1 and type(one := spawns[0]) is Spawn and one.after is None:
+            # The common successor (a chain's next step, an agent's next turn): no keys
+            # to compare, no joins to resolve.
+            key = one.key if one.key is not None else "0"
+            spec = NodeSpec(node_id=child_id(node_id, key), kind=one.kind, parent_ids=[node_id])
+            spec.input.CopyFrom(await self.codec.encode(one.input))
+            return [spec]
         keys = [s.key if s.key is not None else str(i) for i, s in enumerate(spawns)]
         if len(set(keys)) != len(keys):
             raise InvalidSpawn(f"node {node_id} spawned two successors with the same key: {keys}")

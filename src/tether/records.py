@@ -257,6 +257,14 @@ def dump_json(obj: Any) -> bytes:
         raise OutputNotSerializable(f"value is not JSON-serializable: {exc}") from exc
 
 
+_JSON_DECODER = json.JSONDecoder()
+
+
+def load_json(data: bytes) -> Any:
+    """The value of JSON bytes written by `dump_json` (always UTF-8: no encoding to detect)."""
+    return _JSON_DECODER.decode(data.decode())
+
+
 def json_value(obj: Any) -> pb.Value:
     """A Value holding `obj` inline as JSON."""
     return pb.Value(json=dump_json(obj))
@@ -310,6 +318,10 @@ def _value_ref(where: str, value: pb.Value) -> Iterator[tuple[str, pb.BlobRef]]:
 def _frame(body: bytes) -> bytes:
     """Wrap a serialized Record as a one-entry LogChunk (field 1, length-delimited)."""
     n = len(body)
+    if n < 0x80:  # the length in one varint byte, or two: nearly every record
+        return b"\x0a" + bytes((n,)) + body
+    if n < 0x4000:
+        return b"\x0a" + bytes(((n & 0x7F) | 0x80, n >> 7)) + body
     head = bytearray(b"\x0a")
     while n >= 0x80:
         head.append((n & 0x7F) | 0x80)
