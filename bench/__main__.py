@@ -19,6 +19,7 @@ from bench import (
     agent_turns,
     blob_memory,
     checkpoint,
+    fork,
     growth,
     memory,
     model_server,
@@ -50,6 +51,7 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "workers": workers.run,
     "operations": operations.run,
     "partitions": partitions.run,
+    "fork": fork.run,
 }
 # Families that need the PostgreSQL bench database.
 NEEDS_PG = {
@@ -62,6 +64,7 @@ NEEDS_PG = {
     "steps",
     "operations",
     "partitions",
+    "fork",
 }
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench import (
+    fork,
     growth,
     overlap,
     partitions,
@@ -90,6 +91,7 @@ TINY: dict[str, list[tuple[object, str, object]]] = {
     "partitions": [(partitions, "PARTITIONS", 4), (partitions, "LOAD_NODES", 40)],
     "operations": [],
     "steps": [(steps, "TURNS", 5)],
+    "fork": [(fork, "QUICK_SIZES", (20, 40))],
 }
 
 

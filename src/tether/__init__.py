@@ -46,6 +46,7 @@ from tether.errors import (
     UnknownAgent,
     UnknownNodeKind,
     UnknownRun,
+    UnknownSeq,
     UnknownWait,
     WaitCompleted,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "UnknownAgent",
     "UnknownNodeKind",
     "UnknownRun",
+    "UnknownSeq",
     "UnknownWait",
     "Usage",
     "Wait",

@@ -277,3 +277,12 @@ class KeyRingError(TetherError):
 
 class BadFork(TetherError, ValueError):
     """A fork was asked at a point, or with an override, that the source run does not have."""
+
+
+class UnknownSeq(TetherError, ValueError):
+    """A run was asked for at a seq it does not have (`show --at`, `?at=`)."""
+
+    def __init__(self, run_id: str, seq: int, last: int) -> None:
+        super().__init__(f"run {run_id} has seqs 0..{last}; there is no seq {seq}")
+        self.run_id = run_id
+        self.seq = seq

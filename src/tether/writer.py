@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import assert_never
 
 from tether import clock, faults, metrics
@@ -23,6 +23,7 @@ from tether.graph import Graph
 from tether.records import Record, body_of, encode, label_of, waiting_reason
 from tether.status import Status
 from tether.store.base import RunInfo, Store
+from tether.store.forks import Origin, Segment
 
 log = logging.getLogger("tether.writer")
 
@@ -69,6 +70,38 @@ class RecordWriter:
         graph.apply(record, checked=True)
         self.events.record(info.run_id, 0, record)
         return graph
+
+    async def create_fork(
+        self,
+        info: RunInfo,
+        head: Record,
+        origin: Origin,
+        segments: Sequence[Segment],
+        own: Mapping[int, Record],
+    ) -> None:
+        """Record a fork: its row, its RunStarted at seq 0, its own records at their seqs
+        and its references to the rows it shares, in one transaction (`tether.store.forks`).
+
+        Nothing is applied: a fork is read back from the store when it is taken up. RunExists
+        if the id is taken (unless by this very call's first attempt, as `create` says).
+        """
+        Graph(info.run_id).check(head)
+        data = encode(head)
+        entries = [(seq, encode(record)) for seq, record in sorted(own.items())]
+        give_up = clock.monotonic() + self.retry_s
+
+        async def again() -> None:
+            try:
+                await self.store.forks.create(info, data, origin, segments, entries)
+            except RunExists:
+                if await self._seq0(info.run_id) != data:
+                    raise
+
+        try:
+            await self.store.forks.create(info, data, origin, segments, entries)
+        except StoreUnavailable as exc:
+            await self._retrying(info.run_id, "fork", exc, give_up, again)
+        self.events.record(info.run_id, 0, head)
 
     async def _seq0(self, run_id: str) -> bytes | None:
         rows = await self.store.log.read(run_id, after_seq=-1)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from tether.status import Status as Status  # re-exported: stores speak of run status
 
 if TYPE_CHECKING:
+    from tether.store.forks import ForkTable
     from tether.store.retention import Retention
     from tether.store.workers import Workers
 
@@ -85,7 +86,8 @@ class LogStore(ABC):
 
     @abstractmethod
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
-        """Return the run's records with seq > after_seq, in seq order."""
+        """Return the run's records with seq > after_seq, in seq order; a fork's include
+        the rows it references (`tether.store.forks`)."""
 
     async def read_all(self, run_id: str) -> list[bytes]:
         """Return the run's record bytes in seq order (the rehydration path)."""
@@ -339,14 +341,15 @@ class Leases(ABC):
 
 
 class Store(ABC):
-    """A backend: the log, the runs table, the leases, retention and the workers table over
-    one database."""
+    """A backend: the log, the runs table, the leases, retention, forks and the workers table
+    over one database."""
 
     url: str
     log: LogStore
     runs: RunTable
     leases: Leases
     retention: Retention
+    forks: ForkTable
     workers: Workers
 
     @abstractmethod
