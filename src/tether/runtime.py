@@ -181,6 +181,8 @@ class Runtime:
         if self.draining.is_set():
             self.hurry.set()
         self.draining.set()
+        for executor in list(self.executing.values()):
+            executor.wake()
 
     def in_flight(self) -> int:
         """How many nodes are executing in this process now (sub-agent runs' included)."""

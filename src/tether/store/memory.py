@@ -51,6 +51,11 @@ class MemoryLog(LogStore):
         log = self._s.logs.setdefault(run_id, {})
         info = self._s.runs.get(run_id)
         current = info.epoch if info is not None else None
+        if (epoch is None or current == epoch) and len(entries) == 1:
+            seq, record = entries[0]
+            if seq not in log:  # the common append: one new record, nothing to judge
+                log[seq] = record
+                return
         # What the SQL stores' insert does: skip taken seqs, or everything when fenced off.
         fresh: dict[int, bytes] = {}
         if epoch is None or current == epoch:

@@ -274,6 +274,32 @@ SELECT count(*) AS released,
               OR (status = 'waiting' AND wake_at IS NOT NULL))
 FROM released;
 
+-- name: finish
+-- A run's last record and its release (as release does; at epoch $2, or at any epoch when
+-- $2 is NULL) in one statement, one round trip: the UPDATE of the runs row is the fence (a
+-- claim waits for it, or it finds the new epoch and nothing happens), and the record is
+-- inserted only with the release. A different record at the seq aborts the statement (seq
+-- NULL, as in append); an identical one (a retry that had landed) is kept. Returns
+-- (released, inserted, notified); the caller takes the step-by-step path (append_final,
+-- then release, in a transaction) to judge anything but a release that inserted.
+WITH released AS (
+    UPDATE runs SET status = $3, reason = $4, owner = NULL, lease_until = NULL,
+                    updated_at = extract(epoch FROM clock_timestamp()), wake_at = $5
+    WHERE run_id = $1 AND ($2::bigint IS NULL OR epoch = $2)
+    RETURNING status, reason, wake_at
+), final AS (
+    INSERT INTO run_log (run_id, seq, record)
+    SELECT $1, $6, $7 FROM released
+    ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
+    WHERE run_log.record IS DISTINCT FROM EXCLUDED.record
+    RETURNING seq
+)
+SELECT count(*) AS released, (SELECT count(*) FROM final) AS inserted,
+       count(pg_notify('tether_work', $1)) FILTER (
+           WHERE (status = 'paused' AND reason = 'drain') OR status = 'queued'
+              OR (status = 'waiting' AND wake_at IS NOT NULL))
+FROM released;
+
 -- name: append_final
 -- A run's last record, in the transaction that releases it. A taken seq is skipped (DO
 -- NOTHING keeps the transaction usable); the caller then judges what the seq holds.
