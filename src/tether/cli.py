@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from tether import commands, commands_fork, logs
+from tether import cli_rates, commands, commands_fork, logs
 from tether.errors import TetherError
 from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.store import Status
@@ -259,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(fn=commands.cmd_show, read_only=True)
 
     _fork_and_history(sub)
+    cli_rates.add_limits(sub)
 
     sig = sub.add_parser("signal", help="deliver an event to a run's wait (e.g. an approval)")
     sig.add_argument("run_id")

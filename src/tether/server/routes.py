@@ -31,7 +31,7 @@ from tether.errors import (
     UnknownRun,
 )
 from tether.ids import new_run_id
-from tether.inspect import run_view
+from tether.inspect import rate_wait_ms, run_view
 from tether.runtime import parse_config
 from tether.server.blob_route import get_blob
 from tether.server.console import console_page, run_children, run_page
@@ -145,6 +145,7 @@ async def get_run(request: Request) -> Response:
             "updated_at": info.updated_at,
             "last_record_at_us": graph.last_at_us,
             "wall_ms": graph.wall_ms(),
+            "rate_wait_ms": rate_wait_ms(graph),
         },
         row=publish.view(row_view(info, await server.store.runs.clock()), run_id),
         urls=urls(run_id),

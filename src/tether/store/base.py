@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from tether.status import Status as Status  # re-exported: stores speak of run status
 
 if TYPE_CHECKING:
+    from tether.store.rates import RateLimits
     from tether.store.retention import Retention
+    from tether.store.schedules import Schedules
 
 # The reason of a run paused by a drain (SIGTERM): such a run is runnable again at once,
 # unlike one paused for its budget, which waits for an explicit resume.
@@ -289,13 +291,16 @@ class Leases(ABC):
 
 
 class Store(ABC):
-    """A backend: the log, the runs table, the leases and retention over one database."""
+    """A backend: the log, the runs table, the leases, retention, shared model rate limits
+    and schedules over one database."""
 
     url: str
     log: LogStore
     runs: RunTable
     leases: Leases
     retention: Retention
+    rates: RateLimits
+    schedules: Schedules
 
     @abstractmethod
     async def open(self) -> None:

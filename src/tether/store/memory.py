@@ -24,6 +24,7 @@ from tether.store.base import (
     Store,
 )
 from tether.store.judgement import AppendFacts, judge_append
+from tether.store.memory_flow import MemoryRates, MemorySchedules
 from tether.store.retention import FINISHED, Retention, Rows
 
 
@@ -360,6 +361,8 @@ class MemoryStore(Store):
         self.runs = MemoryRuns(state)
         self.leases = MemoryLeases(state, self.log)
         self.retention = MemoryRetention(state)
+        self.rates = MemoryRates()
+        self.schedules = MemorySchedules()
 
     async def open(self) -> None:
         return None

@@ -1,0 +1,99 @@
+"""A model rate limit shared by three real worker processes on PostgreSQL, as the model
+server's own request log sees it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+from tether import Runtime, Status
+from tether.agent.localserver import serve_local_models
+from tether.inspect import rate_wait_ms
+from tether.store import store_from_url
+from tests.rate_agents import MODEL, answer
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+RUNS = 12
+LIMIT, PER = 4, 4.0  # 60 requests a minute, counted in windows of 4 s: one a second
+# How much the time from the limit's grant to the server's log may differ between two
+# requests: three workers, the server and the database share a loaded 2-core machine, where
+# a process can wait its turn for 0.4 s.
+JITTER = 0.5
+
+
+async def tether(url: str, *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tether", *args, "--db", url,
+        env=_env(""), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, (out, err)
+    return out.decode()
+
+
+def _env(model_url: str) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    e["PYTHONPATH"] = os.pathsep.join([str(SRC), str(ROOT)])
+    e["TETHER_TEST_MODEL_URL"] = model_url
+    return e
+
+
+def most_in_a_window(times: list[float], window: float) -> int:
+    """The most requests the log shows in any window of `window` seconds."""
+    times = sorted(times)
+    return max(sum(1 for t in times[i:] if t < start + window) for i, start in enumerate(times))
+
+
+async def test_three_workers_share_one_model_limit(fresh_pg_database: str) -> None:
+    url = fresh_pg_database
+    out = await tether(
+        url, "limits", "set", "--model", MODEL, "--rpm", str(LIMIT), "--per", str(PER)
+    )
+    assert "rate limit set" in out
+    store = store_from_url(url)
+    await store.open()
+    try:
+        rt = Runtime(store)
+        run_ids = [await rt.submit("tests.rate_agents:rated", f"question {i}") for i in range(RUNS)]
+        async with serve_local_models({"rated": answer}) as models:
+            workers = [
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "tether",
+                    "worker",
+                    "--db",
+                    url,
+                    "--concurrency",
+                    "8",
+                    env=_env(models.base_url),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.DEVNULL,
+                )  # fmt: skip
+                for _ in range(3)
+            ]
+            for w in workers:
+                assert w.stdout is not None
+                assert "ready" in (await asyncio.wait_for(w.stdout.readline(), 60)).decode()
+            async with asyncio.timeout(120):
+                while (await store.runs.count_by_status()).get(Status.SUCCEEDED, 0) < RUNS:
+                    await asyncio.sleep(0.2)
+            for w in workers:
+                w.send_signal(signal.SIGTERM)
+            for w in workers:
+                assert await asyncio.wait_for(w.wait(), 60) == 0
+        times = [r.at for r in models.requests if r.status == 200]
+        assert len(times) == RUNS  # one model call a run, none refused
+        # Without the limit the three workers send all 12 at once; with it, no window of
+        # PER seconds (less the jitter of the path to the log) shows more than LIMIT.
+        assert most_in_a_window(times, PER - JITTER) <= LIMIT
+        assert max(times) - min(times) >= (RUNS - 1) * PER / LIMIT - JITTER
+        graphs = [await rt.load(run_id) for run_id in run_ids]
+        # A worker claims up to 8 queued runs at once: most of its calls waited, and say so.
+        assert sum(1 for g in graphs if rate_wait_ms(g) > 0) >= RUNS // 3
+    finally:
+        await store.close()
