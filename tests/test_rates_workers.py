@@ -4,42 +4,23 @@ server's own request log sees it."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
-from pathlib import Path
 
+import httpx2
+
+from tests.flow_processes import start_workers, tether
+from tests.rate_agents import MODEL, answer
 from tether import Runtime, Status
 from tether.agent.localserver import serve_local_models
 from tether.inspect import rate_wait_ms
 from tether.store import store_from_url
-from tests.rate_agents import MODEL, answer
 
-ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "src"
 RUNS = 12
 LIMIT, PER = 4, 4.0  # 60 requests a minute, counted in windows of 4 s: one a second
 # How much the time from the limit's grant to the server's log may differ between two
 # requests: three workers, the server and the database share a loaded 2-core machine, where
 # a process can wait its turn for 0.4 s.
 JITTER = 0.5
-
-
-async def tether(url: str, *args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tether", *args, "--db", url,
-        env=_env(""), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, (out, err)
-    return out.decode()
-
-
-def _env(model_url: str) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
-    e["PYTHONPATH"] = os.pathsep.join([str(SRC), str(ROOT)])
-    e["TETHER_TEST_MODEL_URL"] = model_url
-    return e
 
 
 def most_in_a_window(times: list[float], window: float) -> int:
@@ -60,27 +41,18 @@ async def test_three_workers_share_one_model_limit(fresh_pg_database: str) -> No
         rt = Runtime(store)
         run_ids = [await rt.submit("tests.rate_agents:rated", f"question {i}") for i in range(RUNS)]
         async with serve_local_models({"rated": answer}) as models:
-            workers = [
-                await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "tether",
-                    "worker",
-                    "--db",
-                    url,
-                    "--concurrency",
-                    "8",
-                    env=_env(models.base_url),
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.DEVNULL,
-                )  # fmt: skip
-                for _ in range(3)
-            ]
-            for w in workers:
-                assert w.stdout is not None
-                assert "ready" in (await asyncio.wait_for(w.stdout.readline(), 60)).decode()
+            # The server's first request takes it a while to set up; not what is measured.
+            async with httpx2.AsyncClient() as client:
+                warm = {"model": "script:rated", "messages": [{"role": "user", "content": "w"}]}
+                await client.post(models.openai_base_url + "/chat/completions", json=warm)
+            models.reset()
+            workers = await start_workers(
+                url, 3, "--concurrency", "8", model_url=models.base_url,
+                stderr=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
             async with asyncio.timeout(120):
-                while (await store.runs.count_by_status()).get(Status.SUCCEEDED, 0) < RUNS:
+                # Another process finishes the runs: polled, as nothing here is told.
+                while (await store.runs.count_by_status()).get(Status.SUCCEEDED, 0) < RUNS:  # noqa: ASYNC110
                     await asyncio.sleep(0.2)
             for w in workers:
                 w.send_signal(signal.SIGTERM)
