@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -255,7 +256,10 @@ def test_resume_force_fences_a_live_worker_on_postgres(
     # Whichever notices first stops it: the fence refusing its next append ("fenced off"),
     # or its heartbeat finding the epoch moved on ("lease lost"). Never a failure.
     fenced = f"run {run_id}: fenced off" in out and "'fenced': 1" in out
-    lost = f"run {run_id}: lease lost (epoch 1 moved on)" in out and "'lost': 1" in out
+    # The epoch it lost need not be 1: on a loaded machine its first lease can expire and
+    # be claimed again by the same worker before the takeover.
+    lost = bool(re.search(rf"run {run_id}: lease lost \(epoch \d+ moved on\)", out))
+    lost = lost and "'lost': 1" in out
     assert fenced or lost, out
     assert "execution failed" not in out and "released failed" not in out, out
     assert pg_row(run_id)["status"] == "succeeded"

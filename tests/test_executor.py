@@ -24,6 +24,7 @@ from tether import (
     Store,
     UnknownRun,
 )
+from tether.errors import CannotContinue
 from tether.records import decode_log
 from tether.store.base import LogStore
 
@@ -209,10 +210,14 @@ async def test_a_hanging_handler_times_out(store: Store) -> None:
     assert "NodeTimeout: handler for 'hangs' timed out after 0.05s" in outcome.reason
 
 
-async def test_an_unknown_node_kind_fails_the_node_clearly(store: Store) -> None:
-    outcome = await Runtime(store).start(flaky, {"kinds": ["nosuchkind"]})
-    assert outcome.status is Status.FAILED
-    assert "agent 'test.flaky' has no handler for node kind 'nosuchkind'" in outcome.reason
+async def test_an_unknown_node_kind_gives_the_run_back_clearly(store: Store) -> None:
+    """Invariant 10: a spawned kind without a handler is not the run's failure."""
+    with pytest.raises(CannotContinue) as stopped:
+        await Runtime(store).start(flaky, {"kinds": ["nosuchkind"]})
+    assert "agent 'test.flaky' here has no handler for node kind 'nosuchkind'" in str(stopped.value)
+    info = await store.runs.get(stopped.value.run_id)
+    assert info is not None and info.status is Status.QUEUED and info.owner is None
+    assert "waiting for a worker that can continue it" in (info.reason or "")
 
 
 async def test_an_unencodable_output_fails_without_retrying(store: Store) -> None:

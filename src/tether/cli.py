@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from tether import cli_rates, cli_schedules, commands, commands_fork, logs
+from tether import cli_rates, cli_schedules, commands, commands_deploy, commands_fork, logs
 from tether.errors import TetherError
 from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.store import Status
@@ -97,6 +97,30 @@ def _runs_retention(runs: argparse.ArgumentParser) -> None:
     )
     delete.add_argument("run_id")
     delete.set_defaults(fn=commands.cmd_runs_delete, read_only=False)
+    upgrade = runs_sub.add_parser(
+        "upgrade",
+        help="move a run to another version of its agent's code (the code here must be that "
+        "version and able to continue it)",
+    )
+    upgrade.add_argument("run_id")
+    upgrade.add_argument("--to", required=True, metavar="VERSION", help="the version to move to")
+    upgrade.set_defaults(fn=commands_deploy.cmd_runs_upgrade, read_only=False)
+
+
+def _deploys(sub: Any) -> None:
+    """`tether workers` and `tether deploy check`."""
+    workers = sub.add_parser("workers", help="live workers: versions served, runs held")
+    workers.add_argument("--json", action="store_true")
+    workers.set_defaults(fn=commands_deploy.cmd_workers, read_only=True)
+    deploy = sub.add_parser("deploy", help="checks before deploying new agent code")
+    deploy_sub = deploy.add_subparsers(dest="deploy_command", required=True)
+    check = deploy_sub.add_parser(
+        "check",
+        help="list in-flight runs the agent code here could not continue; exit 1 if any",
+    )
+    check.add_argument("agent", help="agent name, module:attribute, or tether.agents entry point")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(fn=commands_deploy.cmd_deploy_check, read_only=True)
 
 
 def _fork_and_history(sub: Any) -> None:
@@ -204,6 +228,13 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="execute queued and orphaned runs of this store")
     worker.add_argument("--concurrency", type=int, default=16, help="runs executed at once")
     worker.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        help="an agent to serve from the start (repeat); others are served as their runs "
+        "show up, if they resolve here",
+    )
+    worker.add_argument(
         "--demo",
         action="store_true",
         default=os.environ.get("TETHER_DEMO") == "1",
@@ -262,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(fn=commands.cmd_show, read_only=True)
 
     _fork_and_history(sub)
+    _deploys(sub)
     cli_rates.add_limits(sub)
     cli_schedules.add_schedule(sub)
 

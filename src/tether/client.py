@@ -152,6 +152,15 @@ class TetherClient:
         body = {k: v for k, v in body.items() if v is not None}
         return await self._call("POST", f"/v1/runs/{run_id}/fork", json=body)
 
+    async def upgrade(self, run_id: str, to: str) -> dict[str, Any]:
+        """Move a run to version `to` of its agent's code (the server's code must be that
+        version and able to continue it; otherwise ApiError 422 and nothing changes)."""
+        return await self._call("POST", f"/v1/runs/{run_id}/upgrade", json={"to": to})
+
+    async def workers(self) -> dict[str, Any]:
+        """The live workers (`{"workers": [...]}`): versions served, runs held, last beat."""
+        return await self._call("GET", "/v1/workers")
+
     async def signal(
         self, run_id: str, key: str, payload: Any = None, *, event_id: str | None = None
     ) -> dict[str, Any]:

@@ -17,12 +17,14 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 
 from tether import control, logs, tracing
 from tether.core import Budget
+from tether.deploys import waiting_reasons
 from tether.errors import RunBusy
 from tether.executor import Outcome
 from tether.graph import Graph
@@ -299,6 +301,7 @@ async def _work(store: Store, args: argparse.Namespace, runtime: Runtime) -> int
         poll=args.poll,
         retain=retain,
         retain_every=args.retain_every,
+        agents=getattr(args, "agent", None) or (),
         schedules=not args.no_schedules,
     )
     # A signal handler only sets events (loop.add_signal_handler, so they reach the loop);
@@ -337,6 +340,10 @@ async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
     status = Status(args.status) if args.status else None
     rows = await store.runs.list(status=status, limit=args.limit)
     now = await store.runs.clock()  # leases are timed by the store's clock
+    # A runnable run whose version no live worker serves says so (a deploy in progress).
+    waiting = await waiting_reasons(store, rows)
+    rows = [replace(r, reason=r.reason or waiting[r.run_id]) if r.run_id in waiting else r
+            for r in rows]  # fmt: skip
     if args.json:
         print(json.dumps([_run_row(r, now) for r in rows], indent=2))
         return 0
@@ -373,6 +380,7 @@ def _run_row(r: RunInfo, now: float) -> dict[str, Any]:
         "owner": r.owner,
         "epoch": r.epoch,
         "lease_until": r.lease_until,
+        "agent_version": r.agent_version,
     }
 
 
@@ -439,6 +447,9 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     graph = await new_runtime(store, args.settings).load(args.run_id)
     info = await store.runs.get(args.run_id)
     now = await store.runs.clock()
+    if info is not None and not info.reason:
+        waiting = await waiting_reasons(store, [info])
+        info = replace(info, reason=waiting.get(info.run_id))
     if args.json:
         view = run_view(graph, outputs=args.outputs)
         if info is not None:
@@ -448,8 +459,8 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     from tether.display import budget_line, graph_tree
 
     console.print(graph_tree(graph))
-    if graph.started is not None and graph.started.agent_version:
-        console.print(f"agent {graph.agent} version {graph.started.agent_version}")
+    if graph.agent_version:
+        console.print(f"agent {graph.agent} version {graph.agent_version}")
     console.print(budget_line(graph))
     if graph.reason:
         console.print(f"reason: {graph.reason}")

@@ -15,6 +15,7 @@ from tether.blobs import BlobError, BlobNotFound, BlobRef
 from tether.context import Context
 from tether.core import Node, NodeResult, Sleep, Spawn, Wait
 from tether.errors import (
+    CannotContinue,
     ChildFailed,
     ChildPaused,
     ChildWaiting,
@@ -92,6 +93,9 @@ class RunExecutor:
         self.codec = runtime.new_codec()
         self._failure: str | None = None
         self._pause: str | None = None
+        # A node this code cannot execute (a kind it lacks, or a sub-agent run it cannot
+        # continue): nothing more is launched and the run is given back queued (invariant 10).
+        self._give_back: CannotContinue | None = None
         # Nodes whose sub-agent run parked on its waits: this run parks with them.
         self._child_waits: dict[str, ChildWaiting] = {}
         # Set by Runtime.cancel: stop launching, cancel what is in flight, record CANCELLED.
@@ -152,7 +156,9 @@ class RunExecutor:
         inbox_wait: asyncio.Future[Any] | None = None
         try:
             while not self.cancelling.is_set():
-                stopping = rt.draining.is_set() or bool(self._failure or self._pause)
+                stopping = rt.draining.is_set() or bool(
+                    self._failure or self._pause or self._give_back
+                )
                 if not stopping:
                     self._pause = g.exhausted(now_us())
                     stopping = bool(self._pause)
@@ -292,6 +298,10 @@ class RunExecutor:
         if exc is None:
             records: list[tuple[Record, bytes]] = task.result()
             return records
+        if isinstance(exc, CannotContinue):
+            # Unrecorded; what else is in flight still records, then the run is given back.
+            self._give_back = self._give_back or exc
+            return []
         if isinstance(exc, RunMustPause):
             # A step that does not match its record, or a budget spent between steps: the
             # node stays unrecorded and the run pauses with the reason.
@@ -337,6 +347,9 @@ class RunExecutor:
         elif self._failure:
             status = Status.FAILED
             record = run_finished(status, error=self._failure)
+        elif self._give_back is not None:
+            await self._hand_back(self._give_back)
+            raise self._give_back
         elif g.pending == 0:
             status = Status.SUCCEEDED
             out = g.nodes[g.result_node].completed if g.result_node is not None else None
@@ -371,6 +384,17 @@ class RunExecutor:
             result = await self.codec.decode_cached(g.result_node, out.output)
         return Outcome(g.run_id, status, result, g.reason, g)
 
+    async def _hand_back(self, exc: CannotContinue) -> None:
+        """Give the run back queued with why, recording nothing: code that can continue it
+        (another release, or this one fixed) takes it."""
+        g, rt = self.graph, self.runtime
+        reason = f"{exc.why} ({rt.owner}); waiting for a worker that can continue it"
+        if self.epoch is not None:
+            await rt.store.leases.release(g.run_id, self.epoch, Status.QUEUED, reason)
+        else:
+            await rt.store.runs.set_status(g.run_id, Status.QUEUED, reason=reason)
+        log.warning("run %s: %s; given back queued", g.run_id, exc.why)
+
     # -- one node --------------------------------------------------------------
 
     async def _run_node(self, node_id: str) -> list[tuple[Record, bytes]]:
@@ -378,8 +402,17 @@ class RunExecutor:
         spec = self.graph.spec(node_id)
         try:
             handler = self.registry.get(spec.kind)
-        except UnknownNodeKind as exc:
-            return [self._failed_record(spec, exc, 1, retryable=False)]
+        except UnknownNodeKind:
+            # Spawned by a handler of this code, or pending from an older release: not the
+            # run's failure. Invariant 10: the run is given back for code that has the kind.
+            g = self.graph
+            raise CannotContinue(
+                g.run_id,
+                g.agent,
+                f"agent {g.agent!r} here has no handler for node kind {spec.kind!r} "
+                f"(node {node_id})",
+                (spec.kind,),
+            ) from None
         node_input = await self.codec.decode(spec.input)
         self.runtime.events.emit(
             self.graph.run_id, node_id, {"type": "node_started", "kind": spec.kind}

@@ -92,7 +92,8 @@ async def fork(
     graph = await runtime.writer.create(info, prefix[0])
     if len(prefix) > 1:
         await runtime.writer.commit(graph, [(r, encode(r)) for r in prefix[1:]])
-    await runtime.store.runs.set_status(fork_id, Status.QUEUED)
+    # On the version its prefix ends on: claimed by workers of that version (pinning).
+    await runtime.store.runs.set_status(fork_id, Status.QUEUED, version=graph.agent_version or None)
     await runtime.store.leases.notify()
     return fork_id
 

@@ -95,6 +95,9 @@ class Graph:
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self.started: RunStarted | None = None
+        # The version of the agent's code the run is on: the one it started on, or the
+        # last one it moved to (RunResumed.agent_version); "" for runs older than versions.
+        self.agent_version = ""
         # Every spawned node's spec; the records of completed (in record order) and failed
         # nodes; how many parents a node still waits for (only while more than 0).
         self._specs: dict[str, NodeSpec] = {}
@@ -347,6 +350,7 @@ class Graph:
                 rs = record.run_started
                 self.started = rs
                 self.limits = rs.limits
+                self.agent_version = rs.agent_version
                 self._open_session(at)
                 return self._add(_unpack(rs.roots))
             case "node_failed":
@@ -364,6 +368,8 @@ class Graph:
             case "run_resumed":
                 if record.run_resumed.HasField("limits"):
                     self.limits = record.run_resumed.limits
+                if record.run_resumed.agent_version:
+                    self.agent_version = record.run_resumed.agent_version
                 # After a crash no pause was recorded: the session ended with its last record.
                 self._close_session(previous_at if self.status is Status.RUNNING else at)
                 self._open_session(at)

@@ -218,6 +218,8 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
         case "run_resumed":
             rr = record.run_resumed
             view.update(status=Status.RUNNING, owner=rr.owner, epoch=rr.epoch)
+            if rr.agent_version:
+                view["agent_version"] = rr.agent_version
             if rr.HasField("limits"):
                 view["limits"] = limits_view(rr.limits)
         case "run_finished":
@@ -268,7 +270,7 @@ def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
         "format": FORMAT_VERSION,
         "run_id": graph.run_id,
         "agent": graph.agent,
-        "agent_version": (started.agent_version or None) if started else None,
+        "agent_version": graph.agent_version or None,
         "status": graph.status,
         "reason": graph.reason,
         "parent_run_id": started.parent_run_id or None if started else None,

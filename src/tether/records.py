@@ -204,9 +204,12 @@ def run_paused(reason: str) -> pb.Record:
     return pb.Record(at_us=now_us(), run_paused=pb.RunPaused(reason=reason))
 
 
-def run_resumed(owner: str, epoch: int | None, limits: pb.BudgetLimits | None = None) -> pb.Record:
-    """The run is taken up again by `owner` at `epoch`, with new limits if given."""
-    resumed = pb.RunResumed(owner=owner, epoch=epoch or 0, limits=limits)
+def run_resumed(
+    owner: str, epoch: int | None, limits: pb.BudgetLimits | None = None, *, version: str = ""
+) -> pb.Record:
+    """The run is taken up again by `owner` at `epoch`, with new limits if given, moved to
+    version `version` of its agent's code if given."""
+    resumed = pb.RunResumed(owner=owner, epoch=epoch or 0, limits=limits, agent_version=version)
     return pb.Record(at_us=now_us(), run_resumed=resumed)
 
 

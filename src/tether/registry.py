@@ -28,6 +28,36 @@ class HandlerSpec:
     retry: Retry
     timeout: float | None
     fallback: Fallback | None
+    # The declared shape of this kind's node inputs (checked before a deploy moves a run).
+    input: InputShape | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingNode:
+    """A node of a run still to execute: what a `compatible=` function inspects."""
+
+    node_id: str
+    kind: str
+    input: Any
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRun:
+    """A run on another version of an agent's code, as a `compatible=` function sees it."""
+
+    run_id: str
+    agent: str
+    version: str
+    nodes: tuple[PendingNode, ...]
+
+    @property
+    def kinds(self) -> list[str]:
+        """The pending node kinds, each once, in spawn order."""
+        return list(dict.fromkeys(n.kind for n in self.nodes))
+
+
+# Whether this code can continue a run that started on another version (`compatible=`).
+CompatibleFn = Callable[[PendingRun], bool]
 
 
 def version_hash(shape: Any) -> str:
@@ -47,11 +77,23 @@ class Registry:
         input: Any = None,
         default_input: Any = NO_DEFAULT,
         version: str | None = None,
+        compatible: Iterable[str] | CompatibleFn | None = None,
     ) -> None:
         if version is not None and not version.strip():
             raise ValueError(f"agent {name!r}: version must not be empty")
         self.name = name
         self._version = version
+        # Older versions whose runs this code may continue: listed, or judged per run by a
+        # function. Either way a run moves only if this code also has a handler for every
+        # pending kind and its pending inputs fit (`tether.compat.check_run`).
+        self.compatible_fn: CompatibleFn | None = None
+        self.compatible_versions: tuple[str, ...] = ()
+        if callable(compatible):
+            self.compatible_fn = compatible
+        elif compatible is not None:
+            if isinstance(compatible, str):
+                raise TypeError(f"agent {name!r}: compatible= takes a list of versions")
+            self.compatible_versions = tuple(compatible)
         self.entry = entry
         # The shape runs' inputs must have (a pydantic model or a JSON schema), checked
         # before anything is recorded; `default_input` stands in for an input not given.
@@ -67,11 +109,12 @@ class Registry:
         retry: Retry | None = None,
         timeout: float | None = None,
         fallback: Fallback | None = None,
+        input: Any = None,
     ) -> Callable[[Handler], Handler]:
         """Register the decorated `async def handler(ctx, node)` for `kind`."""
 
         def register(fn: Handler) -> Handler:
-            self.add(kind, fn, retry=retry, timeout=timeout, fallback=fallback)
+            self.add(kind, fn, retry=retry, timeout=timeout, fallback=fallback, input=input)
             return fn
 
         return register
@@ -84,10 +127,14 @@ class Registry:
         retry: Retry | None = None,
         timeout: float | None = None,
         fallback: Fallback | None = None,
+        input: Any = None,
     ) -> None:
+        """Register `fn` for `kind`; `input` (a pydantic model or a JSON schema) declares the
+        shape of its nodes' inputs, checked before a run is moved to this code."""
         if kind in self._handlers:
             raise ValueError(f"agent {self.name!r} already has a handler for {kind!r}")
-        self._handlers[kind] = HandlerSpec(kind, fn, retry or Retry(), timeout, fallback)
+        shape = InputShape(input) if input is not None else None
+        self._handlers[kind] = HandlerSpec(kind, fn, retry or Retry(), timeout, fallback, shape)
         if self.entry is None:
             self.entry = kind
 
@@ -104,6 +151,20 @@ class Registry:
             raise UnknownNodeKind(self.name, kind)
         return spec
 
+    def input_shape(self, kind: str) -> InputShape | None:
+        """The declared shape of `kind`'s node inputs (the entry kind: the run's input)."""
+        spec = self._handlers.get(kind)
+        if spec is not None and spec.input is not None:
+            return spec.input
+        return self.input if kind == self.entry else None
+
+    def accepts(self, version: str) -> bool | None:
+        """Whether runs on `version` are this code's: True (its own, or listed compatible),
+        False, or None (a `compatible=` function decides run by run)."""
+        if version == self.version or version in self.compatible_versions:
+            return True
+        return None if self.compatible_fn is not None else False
+
     def missing(self, kinds: Iterable[str]) -> list[str]:
         """The kinds of `kinds` this agent has no handler for."""
         return [k for k in kinds if k not in self._handlers]
@@ -114,11 +175,11 @@ class Registry:
         input schema: code that renames a kind or reshapes its input has another one."""
         if self._version is not None:
             return self._version
-        shape = self.input
-        schema: Any = None
-        if shape is not None:
-            schema = shape.schema if shape.schema is not None else shape.model.model_json_schema()
-        return version_hash({"kinds": sorted(self._handlers), "input": schema})
+        shaped = {k: _schema(h.input) for k, h in self._handlers.items() if h.input is not None}
+        shape: dict[str, Any] = {"kinds": sorted(self._handlers), "input": _schema(self.input)}
+        if shaped:  # only then: the versions of registries without them stay what they were
+            shape["inputs"] = shaped
+        return version_hash(shape)
 
     @property
     def kinds(self) -> list[str]:
@@ -126,6 +187,12 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"Registry({self.name!r}, kinds={self.kinds})"
+
+
+def _schema(shape: InputShape | None) -> Any:
+    if shape is None:
+        return None
+    return shape.schema if shape.schema is not None else shape.model.model_json_schema()
 
 
 # Packages make their agents findable by name with an entry point in this group, e.g.

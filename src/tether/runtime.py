@@ -11,6 +11,7 @@ from typing import Any
 
 from tether.blobs import BlobStore
 from tether.blobs.sealed import SealedBlobStore
+from tether.compat import check_run
 from tether.core import Budget, Usage
 from tether.crypto.keyring import KeyRing
 from tether.delivery import Delivered, deliver
@@ -262,6 +263,7 @@ class Runtime:
             parent_run_id=parent[0] if parent else None,
             owner=self.owner if owned else None,
             epoch=1 if leased else 0,
+            agent_version=registry.version,
         )
         return await self.writer.create(info, record, lease_s=self.lease_ttl if leased else None)
 
@@ -360,36 +362,38 @@ class Runtime:
     async def continue_graph(
         self, graph: Graph, *, budget: Budget | None = None, epoch: int | None = None
     ) -> Outcome:
-        """Record that the run is taken up again, then execute it."""
+        """Record that the run is taken up again (moved to this code's version, if it was on
+        a compatible one), then execute it."""
         limits = limits_of(budget) if budget is not None else None
         try:
-            registry = self.registry_for(graph)
+            registry = await self.registry_for(graph)
         except CannotContinue as exc:
             if epoch is not None:  # give it back queued, with why, for a worker that can
                 reason = f"{exc.why} ({self.owner}); waiting for a worker that can continue it"
                 await self.store.leases.release(graph.run_id, epoch, Status.QUEUED, reason)
             raise
         executor = RunExecutor(self, graph, registry, epoch=epoch)
-        await self.writer.write(graph, run_resumed(self.owner, epoch, limits), epoch=epoch)
-        await self.store.runs.set_status(graph.run_id, Status.RUNNING, epoch=epoch)
+        moved = registry.version if graph.agent_version not in ("", registry.version) else ""
+        resumed = run_resumed(self.owner, epoch, limits, version=moved)
+        await self.writer.write(graph, resumed, epoch=epoch)
+        await self.store.runs.set_status(
+            graph.run_id, Status.RUNNING, epoch=epoch, version=moved or None
+        )
         return await executor.execute()
 
-    def registry_for(self, graph: Graph) -> Registry:
+    async def registry_for(self, graph: Graph) -> Registry:
         """The agent code in this process that continues `graph`; CannotContinue (nothing
-        recorded) when its agent does not resolve here or lacks a pending node's kind."""
+        recorded) when its agent does not resolve here, lacks a pending node's kind, a
+        pending input does not fit, or the run is on a version this code does not accept."""
         try:
             registry = resolve_agent(graph.agent)
         except UnknownAgent as exc:
             raise CannotContinue(graph.run_id, graph.agent, str(exc)) from None
-        missing = registry.missing(graph.pending_kinds())
-        if missing:
-            raise CannotContinue(
-                graph.run_id,
-                graph.agent,
-                f"agent {graph.agent!r} here has no handler for pending node kind"
-                f"{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))}",
-                tuple(missing),
-            )
+        problems = await check_run(registry, graph, codec=self.new_codec())
+        if problems:
+            missing = registry.missing(graph.pending_kinds())
+            why = "; ".join(p.detail for p in problems)
+            raise CannotContinue(graph.run_id, graph.agent, why, tuple(missing))
         return registry
 
     async def submit(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tether.blobs import BlobError
 from tether.core import Retry, StepResult
 from tether.errors import (
+    CannotContinue,
     ChildPaused,
     NonDeterministicStep,
     RecordTooLarge,
@@ -35,8 +36,9 @@ if TYPE_CHECKING:
 
 # A step without a policy of its own runs once.
 _ONCE = Retry()
-# Not a step's failure but the run's: a pause, a fence, an unreadable blob. Never retried.
-STOPS_NODE = (RunMustPause, ChildPaused, StaleEpoch, BlobError)
+# Not a step's failure but the run's: a pause, a fence, an unreadable blob, a sub-agent run
+# this code cannot continue (a deploy in progress). Never retried.
+STOPS_NODE = (RunMustPause, ChildPaused, StaleEpoch, BlobError, CannotContinue)
 
 
 class StepJournal:

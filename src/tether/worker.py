@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from tether import faults, metrics
 from tether.errors import CannotContinue, StaleEpoch, StoreError, StoreUnavailable
 from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.ops.retention import retention_pass
+from tether.routing import Routing
 from tether.runtime import Runtime
 from tether.store.base import Claim, Status
+from tether.store.workers import WorkerInfo
 
 log = logging.getLogger("tether.worker")
 
@@ -45,6 +49,7 @@ class Worker:
         poll: float = DEFAULT_POLL,
         retain: float | None = None,
         retain_every: float = DEFAULT_RETAIN_EVERY,
+        agents: Iterable[str] = (),
         schedules: bool = True,
     ) -> None:
         if lease_ttl <= 0 or concurrency <= 0:
@@ -73,6 +78,10 @@ class Worker:
         self._slot_freed = asyncio.Event()
         # Runs given back because this worker's code cannot continue them, and when.
         self._declined: dict[str, float] = {}
+        # The agents and versions this worker serves (`agents`: resolved now; the others
+        # as their runs show up), advertised with its heartbeat.
+        self.routing = Routing(runtime, agents)
+        self._started_at = time.time()
 
     def stop(self) -> None:
         """Drain: stop claiming and launching nodes. A second call cancels what is in flight."""
@@ -95,8 +104,10 @@ class Worker:
 
     async def run(self) -> None:
         """Work until stop(); return once every held run is released (or was fenced off)."""
+        await self._advertise()  # listed by `tether workers` before it claims anything
         async with asyncio.TaskGroup() as tg:
             beat = tg.create_task(self._heartbeat())
+            advert = tg.create_task(self._advertising())
             retain = tg.create_task(self._retain()) if self.retain is not None else None
             fire = tg.create_task(self._fire_schedules()) if self.schedules else None
             await self._claim_loop(tg)
@@ -104,9 +115,14 @@ class Worker:
             while self._tasks:
                 await asyncio.wait(list(self._tasks.values()))
             beat.cancel()
+            advert.cancel()
             for task in (retain, fire):
                 if task is not None:
                     task.cancel()
+        try:
+            await self.runtime.store.workers.leave(self.owner)
+        except StoreError as exc:  # its row ages out after its TTL
+            log.warning("%s: could not remove its workers row (%s)", self.owner, exc)
         log.info("%s: stopped %s", self.owner, self.statistics())
 
     async def _retain(self) -> None:
@@ -160,13 +176,21 @@ class Worker:
         while not self.stopping.is_set():
             free = self.concurrency - len(self._held)
             claims: list[Claim] = []
+            more = False
             if free > 0:
                 sent = time.monotonic()
+                skip = self._skipped(sent)
                 try:
                     claims = await self.leases.claim(
-                        self.owner, free, self.lease_ttl, skip=self._skipped(sent)
+                        self.owner, free, self.lease_ttl, skip=skip, serves=self.routing.serves()
                     )
                     delay = 0.05
+                    # Fewer than it could take: look at the runs its versions leave out
+                    # (agents not resolved yet, runs of versions its code may continue).
+                    more = len(claims) < free and await self.routing.scan(skip, free)
+                    if self.routing.changed:  # serves another agent: say so now
+                        self.routing.changed = False
+                        await self._advertise()
                 except StoreUnavailable as exc:
                     log.warning("%s: claim failed (%s); retrying in %.2fs", self.owner, exc, delay)
                     await self._until_stopped(asyncio.sleep(delay))
@@ -184,6 +208,8 @@ class Worker:
                 self._held[claim.run_id] = claim
                 self._renewed[claim.run_id] = sent
                 self._tasks[claim.run_id] = tg.create_task(self._execute(claim))
+            if free > 0 and len(claims) < free and more:
+                continue  # claim the runs just found continuable at once
             if free > 0 and len(claims) < free:
                 await self._until_stopped(self.leases.wait_for_work(await self._idle_wait()))
             else:
@@ -312,6 +338,28 @@ class Worker:
                 await asyncio.sleep(max(0.0, min([beat_at, *expiries]) - now))
                 self._stop_expired()
             await self._renew()
+
+    async def _advertising(self) -> None:
+        # Its own task: a slow workers-table write must never delay a lease renewal.
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            await self._advertise()
+
+    async def _advertise(self) -> None:
+        """Refresh this worker's row: the versions it serves and the runs it holds."""
+        info = WorkerInfo(
+            self.owner,
+            socket.gethostname(),
+            os.getpid(),
+            self._started_at,
+            ttl=self.lease_ttl,
+            versions=self.routing.advert(),
+            runs_held=len(self._held),
+        )
+        try:
+            await self.runtime.store.workers.beat(info)
+        except StoreError as exc:
+            log.warning("%s: could not advertise in the workers table (%s)", self.owner, exc)
 
     async def _renew(self) -> None:
         # Not the runs being stopped: their leases must run out for the next owner.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tether import metrics, tracing
@@ -19,7 +19,7 @@ from tether.agent.tools import Tool, ToolArgumentsError
 from tether.context import Context
 from tether.core import Budget, Handler, Node, NodeResult, Spawn, Usage, Wait
 from tether.executor import Outcome
-from tether.registry import Registry, version_hash
+from tether.registry import CompatibleFn, Registry, version_hash
 from tether.runtime import Runtime
 from tether.store.rates import RateLimit
 from tether.waits import WAIT_KIND
@@ -77,6 +77,7 @@ class Agent:
         api_key: str | None = None,
         model_attempts: int = 6,
         version: str | None = None,
+        compatible: Iterable[str] | CompatibleFn | None = None,
         rate_key: str | None = None,
         rate_limits: Sequence[RateLimit] = (),
     ) -> None:
@@ -117,7 +118,7 @@ class Agent:
                     "subagents": sorted(self.subagents),
                 }
             )
-        self.registry = Registry(name, entry="turn", version=version)
+        self.registry = Registry(name, entry="turn", version=version, compatible=compatible)
         self.registry.add("turn", self._turn)
         # One kind per tool, so each keeps its own retry policy and the graph names it.
         for t in self.tools.values():

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.server.schemas import ForkRun, ResumeRun, StartRun
+from tether.server.schemas import ForkRun, ResumeRun, StartRun, UpgradeRun
 from tether.store.base import Status
 
 _REF = "#/components/schemas/{model}"
@@ -42,7 +42,7 @@ _LIST_FLAGS = (
 @cache
 def document() -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    for model in (StartRun, ResumeRun, ForkRun):
+    for model in (StartRun, ResumeRun, ForkRun, UpgradeRun):
         full = model.model_json_schema(ref_template=_REF)
         schemas.update(full.pop("$defs", {}))
         schemas[model.__name__] = full
@@ -75,6 +75,11 @@ def document() -> dict[str, Any]:
             },
         },
         Run={"type": "object", "required": ["run_id", "status", "budget", "nodes", "counts"]},
+        Workers={
+            "type": "object",
+            "required": ["workers"],
+            "properties": {"workers": {"type": "array", "items": obj}},
+        },
         EventRecorded={
             "type": "object",
             "required": ["run_id", "key", "seq", "duplicate", "status", "urls"],
@@ -187,6 +192,19 @@ def document() -> dict[str, Any]:
              **_UNKNOWN, **bad},
             parameters=[_RUN_ID],
             requestBody={"required": True, "content": _json("ForkRun")},
+        )},
+        "/v1/runs/{run_id}/upgrade": {"post": _op(
+            "move a run to another version of its agent's code: the server's code must be "
+            "that version, have a handler for every pending kind, and pending inputs must fit",
+            {"200": {"description": "moved; the run keeps its status",
+                     "content": _json("RunAccepted")},
+             **_UNKNOWN, **conflict, **bad},
+            parameters=[_RUN_ID],
+            requestBody={"required": True, "content": _json("UpgradeRun")},
+        )},
+        "/v1/workers": {"get": _op(
+            "the live workers: agent versions served, runs held, last heartbeat",
+            {"200": {"description": "the workers", "content": _json("Workers")}},
         )},
         "/v1/runs/{run_id}/signals/{key}": {"post": _op(
             "deliver an event (the body is its JSON payload) to the run's wait `key`; "

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from tether import metrics
+from tether.deploys import CannotUpgrade
 from tether.errors import (
     BadFork,
     BadInput,
@@ -35,6 +36,7 @@ from tether.inspect import rate_wait_ms, run_view
 from tether.runtime import parse_config
 from tether.server.blob_route import get_blob
 from tether.server.console import console_page, run_children, run_page
+from tether.server.deploy_route import list_workers, upgrade_run
 from tether.server.events import parse_after, record_stream
 from tether.server.fork_route import fork_run
 from tether.server.limits import BodyTooLarge, TooMany
@@ -325,6 +327,7 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         RunBusy: (409, "run_busy"),
         BadInput: (422, "bad_input"),
         BadFork: (422, "bad_fork"),
+        CannotUpgrade: (422, "cannot_upgrade"),
         BadRunId: (400, "bad_run_id"),
         UnknownAgent: (422, "unknown_agent"),
         StoreUnavailable: (503, "store_unavailable"),
@@ -359,6 +362,8 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/resume", resume_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/fork", fork_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/upgrade", upgrade_run, methods=["POST"]),
+        Route("/v1/workers", list_workers, methods=["GET"]),
         Route("/v1/runs/{run_id}/signals/{key}", signal_run, methods=["POST"]),
         Route("/v1/blobs/{sha256}", get_blob, methods=["GET"]),
         Route("/", console_page, methods=["GET"]),

@@ -56,6 +56,14 @@ class ResumeRun(BaseModel):
     )
 
 
+class UpgradeRun(BaseModel):
+    """POST /v1/runs/{run_id}/upgrade."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: str = Field(min_length=1, max_length=200, description="the version to move the run to")
+
+
 class ForkRun(BaseModel):
     """POST /v1/runs/{run_id}/fork: exactly one of `at_seq` and `before_node`."""
 

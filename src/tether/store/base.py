@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tether.status import Status as Status  # re-exported: stores speak of run status
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from tether.store.rates import RateLimits
     from tether.store.retention import Retention
     from tether.store.schedules import Schedules
+    from tether.store.workers import Workers
 
 # The reason of a run paused by a drain (SIGTERM): such a run is runnable again at once,
 # unlike one paused for its budget, which waits for an explicit resume.
@@ -53,6 +54,8 @@ class RunInfo:
     owner: str | None = None
     epoch: int = 0
     lease_until: float | None = None
+    # The version of its agent's code the run is on (None: a run older than versions).
+    agent_version: str | None = None
 
     def lease_left(self, now: float) -> float | None:
         """Seconds left on the owner's lease at `now` (the store's clock); None: no lease."""
@@ -141,8 +144,11 @@ class RunTable(ABC):
         reason: str | None = None,
         epoch: int | None = None,
         wake_at: float | None = None,
+        version: str | None = None,
     ) -> None:
         """Change a run's status (UnknownRun if there is no such run).
+
+        `version` moves the run to that version of its agent's code (None: it stays).
 
         `wake_at` (seconds since the epoch) is when a parked (WAITING) run is due to be
         claimed again for a deadline; None for any other status, or no deadline.
@@ -191,6 +197,37 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class Serves:
+    """The runs a worker's code may claim (pinning): runs of the agents of `versions` that
+    are on the version given, or on none (runs older than versions); and the runs of `also`,
+    on other versions, that its code checked it can continue."""
+
+    versions: Mapping[str, str] = field(default_factory=dict)
+    also: Sequence[str] = ()
+
+    def admits(self, run_id: str, agent: str, version: str | None) -> bool:
+        """Whether the claim may take this run (what the SQL of each backend says)."""
+        if run_id in self.also:
+            return True
+        mine = self.versions.get(agent)
+        return mine is not None and (version is None or version == mine)
+
+    def pairs(self) -> tuple[list[str], list[str]]:
+        """The agents and their versions as two parallel lists (the SQL's parameters)."""
+        return list(self.versions), list(self.versions.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Stranded:
+    """A runnable run that a worker's `Serves` leaves out: on another version, or of an
+    agent it has not resolved yet."""
+
+    run_id: str
+    agent: str
+    version: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Renewal:
     """What one renewal of a worker's leases found: runs lost, runs to cancel."""
 
@@ -211,10 +248,23 @@ class Leases(ABC):
 
     @abstractmethod
     async def claim(
-        self, owner: str, limit: int, ttl: float, *, skip: Sequence[str] = ()
+        self,
+        owner: str,
+        limit: int,
+        ttl: float,
+        *,
+        skip: Sequence[str] = (),
+        serves: Serves | None = None,
     ) -> list[Claim]:
         """Take up to `limit` runnable runs for `ttl` seconds, each at a new epoch; never
-        the runs in `skip` (ones this worker's code cannot continue)."""
+        the runs in `skip` (ones this worker's code cannot continue); with `serves`, only
+        the runs it admits (a worker's code pins runs to their versions)."""
+
+    @abstractmethod
+    async def stranded(self, serves: Serves, skip: Sequence[str], limit: int) -> list[Stranded]:
+        """Up to `limit` runnable runs (oldest first, not in `skip`) that `serves` does not
+        admit, read without claiming them: what a worker looks at to resolve more agents
+        and to check other versions' runs against its code."""
 
     @abstractmethod
     async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
@@ -291,8 +341,8 @@ class Leases(ABC):
 
 
 class Store(ABC):
-    """A backend: the log, the runs table, the leases, retention, shared model rate limits
-    and schedules over one database."""
+    """A backend: the log, the runs table, the leases, retention, the workers table, shared
+    model rate limits and schedules over one database."""
 
     url: str
     log: LogStore
@@ -301,6 +351,7 @@ class Store(ABC):
     retention: Retention
     rates: RateLimits
     schedules: Schedules
+    workers: Workers
 
     @abstractmethod
     async def open(self) -> None:

@@ -20,12 +20,15 @@ from tether.store.base import (
     RunFilter,
     RunInfo,
     RunTable,
+    Serves,
     Status,
     Store,
+    Stranded,
 )
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.memory_flow import MemoryRates, MemorySchedules
 from tether.store.retention import FINISHED, Retention, Rows
+from tether.store.workers import WorkerInfo, Workers
 
 
 class _State:
@@ -91,13 +94,15 @@ class MemoryRuns(RunTable):
         reason: str | None = None,
         epoch: int | None = None,
         wake_at: float | None = None,
+        version: str | None = None,
     ) -> None:
         info = self._s.runs.get(run_id)
         if info is None:
             raise UnknownRun(run_id)
         if epoch is not None and info.epoch != epoch:
             raise StaleEpoch(run_id, epoch)
-        self._s.runs[run_id] = replace(info, status=status, reason=reason, updated_at=time.time())
+        info = replace(info, status=status, reason=reason, updated_at=time.time())
+        self._s.runs[run_id] = replace(info, agent_version=version or info.agent_version)
         _set_wake(self._s, run_id, wake_at)
 
     async def list(
@@ -148,18 +153,20 @@ class MemoryLeases(Leases):
         self._woken = asyncio.Event()
 
     async def claim(
-        self, owner: str, limit: int, ttl: float, *, skip: Sequence[str] = ()
+        self,
+        owner: str,
+        limit: int,
+        ttl: float,
+        *,
+        skip: Sequence[str] = (),
+        serves: Serves | None = None,
     ) -> list[Claim]:
         now = time.time()
-        skipped = set(skip)
-        found = sorted(
-            (
-                r
-                for r in self._s.runs.values()
-                if r.run_id not in skipped and _runnable(self._s, r, now)
-            ),
-            key=lambda r: r.created_at,
-        )[: max(limit, 0)]
+        found = [
+            r
+            for r in self._runnable(skip, now)
+            if serves is None or serves.admits(r.run_id, r.agent, r.agent_version)
+        ][: max(limit, 0)]
         claims = []
         for info in found:
             self._s.runs[info.run_id] = replace(
@@ -173,6 +180,24 @@ class MemoryLeases(Leases):
             )
             claims.append(Claim(info.run_id, info.epoch + 1, info.run_id in self._s.cancels))
         return claims
+
+    def _runnable(self, skip: Sequence[str], now: float) -> list[RunInfo]:
+        skipped = set(skip)
+        return sorted(
+            (
+                r
+                for r in self._s.runs.values()
+                if r.run_id not in skipped and _runnable(self._s, r, now)
+            ),
+            key=lambda r: r.created_at,
+        )
+
+    async def stranded(self, serves: Serves, skip: Sequence[str], limit: int) -> list[Stranded]:
+        return [
+            Stranded(r.run_id, r.agent, r.agent_version)
+            for r in self._runnable(skip, time.time())
+            if not serves.admits(r.run_id, r.agent, r.agent_version)
+        ][: max(limit, 0)]
 
     async def take(
         self, run_id: str, owner: str, ttl: float, *, force: bool = False
@@ -351,6 +376,28 @@ class MemoryRetention(Retention):
             self._locks.discard(name)
 
 
+class MemoryWorkers(Workers):
+    def __init__(self) -> None:
+        self._rows: dict[str, WorkerInfo] = {}
+
+    async def beat(self, info: WorkerInfo) -> None:
+        now = time.time()
+        old = self._rows.get(info.owner)
+        started = old.started_at if old is not None else info.started_at
+        self._rows[info.owner] = replace(info, started_at=started, beat_at=now)
+        for owner, row in list(self._rows.items()):
+            if row.beat_at + row.ttl < now:
+                del self._rows[owner]
+
+    async def live(self) -> list[WorkerInfo]:
+        now = time.time()
+        rows = [r for r in self._rows.values() if r.beat_at + r.ttl >= now]
+        return sorted(rows, key=lambda r: (r.started_at, r.owner))
+
+    async def leave(self, owner: str) -> None:
+        self._rows.pop(owner, None)
+
+
 class MemoryStore(Store):
     """`memory:` — nothing survives the process."""
 
@@ -361,6 +408,7 @@ class MemoryStore(Store):
         self.runs = MemoryRuns(state)
         self.leases = MemoryLeases(state, self.log)
         self.retention = MemoryRetention(state)
+        self.workers = MemoryWorkers()
         self.rates = MemoryRates()
         self.schedules = MemorySchedules()
 

@@ -36,6 +36,7 @@ from tether.store.postgres_log import PostgresLog
 from tether.store.postgres_partitions import log_partitions, partition_log
 from tether.store.postgres_retention import PostgresRetention
 from tether.store.postgres_runs import PostgresRuns, run_info
+from tether.store.postgres_workers import PostgresWorkers
 from tether.store.queries import load_migrations, load_queries
 
 Q = load_queries("postgres")
@@ -53,6 +54,7 @@ class PostgresStore(Store):
         self._leases = PostgresLeases(self._db, self._log.appended)
         self.leases = self._leases
         self.retention = PostgresRetention(self._db, run_info)
+        self.workers = PostgresWorkers(self._db)
         self.rates = PostgresRates(self._db)
         self.schedules = PostgresSchedules(self._db)
 

@@ -10,7 +10,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from tether.errors import StaleEpoch, StoreUnavailable
-from tether.store.base import Claim, Leases, Renewal, Status
+from tether.store.base import Claim, Leases, Renewal, Serves, Status, Stranded
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.postgres_db import PgPool, rowcount, wrap_errors
 from tether.store.queries import load_queries
@@ -29,12 +29,27 @@ class PostgresLeases(Leases):
         self._woken = asyncio.Event()
 
     async def claim(
-        self, owner: str, limit: int, ttl: float, *, skip: Sequence[str] = ()
+        self,
+        owner: str,
+        limit: int,
+        ttl: float,
+        *,
+        skip: Sequence[str] = (),
+        serves: Serves | None = None,
     ) -> list[Claim]:
         if limit <= 0:
             return []
-        rows = await self._db.fetch(Q["claim"], owner, limit, ttl, list(skip))
+        agents, versions = serves.pairs() if serves is not None else (None, None)
+        also = list(serves.also) if serves is not None else []
+        rows = await self._db.fetch(
+            Q["claim"], owner, limit, ttl, list(skip), agents, versions, also
+        )
         return [Claim(row[0], row[1], row[2]) for row in rows]
+
+    async def stranded(self, serves: Serves, skip: Sequence[str], limit: int) -> list[Stranded]:
+        agents, versions = serves.pairs()
+        rows = await self._db.fetch(Q["stranded"], agents, versions, list(skip), limit)
+        return [Stranded(row[0], row[1], row[2]) for row in rows]
 
     async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
         if not held:

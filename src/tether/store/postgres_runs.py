@@ -27,6 +27,7 @@ def run_info(row: asyncpg.Record) -> RunInfo:
         owner=row["owner"],
         epoch=row["epoch"],
         lease_until=row["lease_until"],
+        agent_version=row.get("agent_version"),
     )
 
 
@@ -50,6 +51,7 @@ class PostgresRuns(RunTable):
             info.epoch,
             first_record,
             lease_s,  # NULL + anything is NULL: no lease
+            info.agent_version,
         )
         async with self._db.connection() as conn:
             try:
@@ -80,8 +82,9 @@ class PostgresRuns(RunTable):
         reason: str | None = None,
         epoch: int | None = None,
         wake_at: float | None = None,
+        version: str | None = None,
     ) -> None:
-        args = (run_id, status.value, reason, time.time(), wake_at)
+        args = (run_id, status.value, reason, time.time(), wake_at, version)
         if epoch is None:
             done = await self._db.execute(Q["set_status"], *args)
         else:

@@ -18,6 +18,7 @@ from tether.store.sqlite_append import append_rows
 from tether.store.sqlite_flow import SqliteRates, SqliteSchedules
 from tether.store.sqlite_leases import SqliteLeases
 from tether.store.sqlite_retention import SqliteRetention
+from tether.store.sqlite_workers import SqliteWorkers
 
 T = TypeVar("T")
 Q = load_queries("sqlite")
@@ -113,6 +114,7 @@ def _info(row: Any) -> RunInfo:
         owner=row[7],
         epoch=row[8],
         lease_until=row[9],
+        agent_version=row[10] if len(row) > 10 else None,
     )
 
 
@@ -141,6 +143,7 @@ class SqliteRuns(RunTable):
                         info.owner,
                         info.epoch,
                         lease_until,
+                        info.agent_version,
                     ),
                 )
             except sqlite3.IntegrityError:
@@ -161,10 +164,11 @@ class SqliteRuns(RunTable):
         reason: str | None = None,
         epoch: int | None = None,
         wake_at: float | None = None,
+        version: str | None = None,
     ) -> None:
         def work() -> str:
             conn = self._db.conn
-            args = (status.value, reason, time.time(), wake_at, run_id)
+            args = (status.value, reason, time.time(), wake_at, version, run_id)
             if epoch is None:
                 done = conn.execute(Q["set_status"], args).rowcount
             else:
@@ -223,6 +227,7 @@ class SqliteStore(Store):
         self.runs = SqliteRuns(self._db)
         self.leases = SqliteLeases(self._db)
         self.retention = SqliteRetention(self._db, _info)
+        self.workers = SqliteWorkers(self._db)
         self.rates = SqliteRates(self._db)
         self.schedules = SqliteSchedules(self._db)
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tether.errors import StaleEpoch
-from tether.store.base import Claim, Leases, Renewal, Status
+from tether.store.base import Claim, Leases, Renewal, Serves, Status, Stranded
 from tether.store.queries import load_queries
 from tether.store.sqlite_append import append_rows
 
@@ -29,7 +29,13 @@ class SqliteLeases(Leases):
         self._woken = asyncio.Event()
 
     async def claim(
-        self, owner: str, limit: int, ttl: float, *, skip: Sequence[str] = ()
+        self,
+        owner: str,
+        limit: int,
+        ttl: float,
+        *,
+        skip: Sequence[str] = (),
+        serves: Serves | None = None,
     ) -> list[Claim]:
         if limit <= 0:
             return []
@@ -39,6 +45,9 @@ class SqliteLeases(Leases):
             "ttl": ttl,
             "limit": limit,
             "skip": json.dumps(list(skip)),
+            "pinned": int(serves is not None),
+            "serves": _pairs(serves),
+            "also": json.dumps(list(serves.also) if serves is not None else []),
         }
 
         def work(conn: sqlite3.Connection) -> list[Claim]:
@@ -47,6 +56,16 @@ class SqliteLeases(Leases):
             ]
 
         return await self._db.call(lambda: self._db.transaction(work))
+
+    async def stranded(self, serves: Serves, skip: Sequence[str], limit: int) -> list[Stranded]:
+        args = {
+            "now": time.time(),
+            "skip": json.dumps(list(skip)),
+            "serves": _pairs(serves),
+            "limit": limit,
+        }
+        rows = await self._db.call(lambda: self._db.conn.execute(Q["stranded"], args).fetchall())
+        return [Stranded(r[0], r[1], r[2]) for r in rows]
 
     async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
         until = time.time() + ttl
@@ -135,3 +154,8 @@ class SqliteLeases(Leases):
             return
         finally:
             self._woken.clear()
+
+
+def _pairs(serves: Serves | None) -> str:
+    """`serves` as the JSON array of [agent, version] pairs the SQL reads."""
+    return json.dumps([] if serves is None else [list(p) for p in serves.versions.items()])

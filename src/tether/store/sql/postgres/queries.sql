@@ -67,9 +67,9 @@ SELECT record FROM run_log WHERE run_id = $1 ORDER BY seq;
 -- Insert a run row and its record at seq 0 in one statement; returns 0 if the id is taken.
 WITH run AS (
     INSERT INTO runs (run_id, agent, status, parent_run_id, reason, created_at, updated_at,
-                      owner, epoch, lease_until)
+                      owner, epoch, lease_until, agent_version)
     VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8,
-            extract(epoch FROM clock_timestamp()) + $10::double precision)
+            extract(epoch FROM clock_timestamp()) + $10::double precision, $11)
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id
 ), first AS (
@@ -83,29 +83,31 @@ SELECT count(*) FROM run;
 -- name: get_run
 -- One run row.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
-       lease_until
+       lease_until, agent_version
 FROM runs WHERE run_id = $1;
 
 -- name: set_status
--- Change a run's status, reason and wake-up time.
-UPDATE runs SET status = $2, reason = $3, updated_at = $4, wake_at = $5 WHERE run_id = $1;
+-- Change a run's status, reason and wake-up time (and the version it is on, if $6 is set).
+UPDATE runs SET status = $2, reason = $3, updated_at = $4, wake_at = $5,
+                agent_version = coalesce($6, agent_version)
+WHERE run_id = $1;
 
 -- name: list_runs
 -- Runs, newest first.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
-       lease_until
+       lease_until, agent_version
 FROM runs ORDER BY created_at DESC, run_id LIMIT $1 OFFSET $2;
 
 -- name: list_runs_by_status
 -- Runs with one status, newest first.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
-       lease_until
+       lease_until, agent_version
 FROM runs WHERE status = $1 ORDER BY created_at DESC, run_id LIMIT $2 OFFSET $3;
 
 -- name: list_runs_where
 -- Runs matching the filters given (a NULL one matches every run), newest first.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
-       lease_until
+       lease_until, agent_version
 FROM runs
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR agent = $2)
@@ -140,9 +142,11 @@ INSERT INTO schema_migrations (version, name, applied_at)
 VALUES ($1, $2, extract(epoch FROM clock_timestamp()));
 
 -- name: set_status_fenced
--- Change a run's status, reason and wake-up time only while its epoch is the caller's.
-UPDATE runs SET status = $2, reason = $3, updated_at = $4, wake_at = $5
-WHERE run_id = $1 AND epoch = $6;
+-- Change a run's status, reason and wake-up time (and version) only while its epoch is the
+-- caller's ($7).
+UPDATE runs SET status = $2, reason = $3, updated_at = $4, wake_at = $5,
+                agent_version = coalesce($6, agent_version)
+WHERE run_id = $1 AND epoch = $7;
 
 -- name: run_epoch
 -- A run's current epoch (to tell a fenced-off update from an unknown run).
@@ -156,12 +160,18 @@ SELECT epoch FROM runs WHERE run_id = $1;
 -- worker still holds it between the pause record and the release (unless that worker
 -- died there and its lease ran out). Parked runs whose wake-up time has come are taken
 -- first, through their own index (runs_wake_idx): many waiting runs cost the claim nothing.
--- Never the runs of $4: ones the claiming worker's code cannot continue.
+-- Never the runs of $4: ones the claiming worker's code cannot continue. Pinning: with
+-- agents $5 and their versions $6 (NULL: no pinning), only runs of those agents on that
+-- version or on none (older than versions), or runs of $7 (other versions its code checked).
 WITH due AS (
     SELECT run_id FROM runs
     WHERE parent_run_id IS NULL AND status = 'waiting'
       AND wake_at <= extract(epoch FROM clock_timestamp())
       AND run_id <> ALL($4::text[])
+      AND ($5::text[] IS NULL OR run_id = ANY($7::text[])
+           OR EXISTS (SELECT 1 FROM unnest($5::text[], $6::text[]) AS s(agent, version)
+                      WHERE s.agent = runs.agent
+                        AND (runs.agent_version IS NULL OR runs.agent_version = s.version)))
     ORDER BY wake_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -174,6 +184,10 @@ WITH due AS (
                AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
            OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
       AND run_id <> ALL($4::text[])
+      AND ($5::text[] IS NULL OR run_id = ANY($7::text[])
+           OR EXISTS (SELECT 1 FROM unnest($5::text[], $6::text[]) AS s(agent, version)
+                      WHERE s.agent = runs.agent
+                        AND (runs.agent_version IS NULL OR runs.agent_version = s.version)))
     ORDER BY created_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -186,6 +200,24 @@ UPDATE runs SET status = 'running', reason = NULL, owner = $1, epoch = runs.epoc
        updated_at = extract(epoch FROM clock_timestamp())
 FROM picked WHERE runs.run_id = picked.run_id
 RETURNING runs.run_id, runs.epoch, runs.cancel_requested;
+
+-- name: stranded
+-- Up to $4 runnable top-level runs (as claim finds them, oldest first, never those of $3)
+-- that agents $1 at versions $2 do not admit: read, not claimed, so that a worker can
+-- resolve their agents or check them against its code without moving their epochs.
+SELECT run_id, agent, agent_version FROM runs
+WHERE parent_run_id IS NULL
+  AND (status = 'queued'
+       OR (status = 'paused' AND reason = 'drain'
+           AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
+       OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp()))
+       OR (status = 'waiting' AND wake_at <= extract(epoch FROM clock_timestamp())))
+  AND run_id <> ALL($3::text[])
+  AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS s(agent, version)
+                  WHERE s.agent = runs.agent
+                    AND (runs.agent_version IS NULL OR runs.agent_version = s.version))
+ORDER BY created_at
+LIMIT $4;
 
 -- name: renew
 -- Extend the leases owner $4 still holds at the epochs it claimed them at; returns those,

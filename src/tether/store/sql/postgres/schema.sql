@@ -21,7 +21,8 @@ CREATE TABLE runs (
     epoch bigint NOT NULL DEFAULT 0,
     lease_until double precision,
     cancel_requested boolean NOT NULL DEFAULT false,
-    wake_at double precision
+    wake_at double precision,
+    agent_version text
 );
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
@@ -38,6 +39,18 @@ CREATE INDEX runs_wake_idx ON runs (wake_at)
 CREATE INDEX runs_parent_idx ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 CREATE INDEX runs_finished_idx ON runs (updated_at, run_id)
     WHERE parent_run_id IS NULL AND status IN ('succeeded', 'failed', 'cancelled');
+
+-- Workers advertise the agent versions they serve with their heartbeat.
+CREATE TABLE workers (
+    owner text PRIMARY KEY,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    started_at double precision NOT NULL,
+    beat_at double precision NOT NULL,
+    ttl double precision NOT NULL,
+    versions jsonb NOT NULL,
+    runs_held integer NOT NULL DEFAULT 0
+);
 
 -- Shared model rate limits: one row per model (or API key) that every worker takes from.
 -- requests / tokens are allowed per per_s seconds (NULL: not limited), requests_at and

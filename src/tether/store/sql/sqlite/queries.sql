@@ -28,31 +28,37 @@ SELECT epoch FROM runs WHERE run_id = ?;
 -- name: create_run
 -- Insert a run row.
 INSERT INTO runs (run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
-                  lease_until)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+                  lease_until, agent_version)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: get_run
 -- One run row.
-SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
+       agent_version
 FROM runs WHERE run_id = ?;
 
 -- name: set_status
--- Change a run's status, reason and wake-up time.
-UPDATE runs SET status = ?, reason = ?, updated_at = ?, wake_at = ? WHERE run_id = ?;
+-- Change a run's status, reason and wake-up time (and the version it is on, if given).
+UPDATE runs SET status = ?, reason = ?, updated_at = ?, wake_at = ?,
+                agent_version = coalesce(?, agent_version)
+WHERE run_id = ?;
 
 -- name: list_runs
 -- Runs, newest first.
-SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
+       agent_version
 FROM runs ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
 
 -- name: list_runs_by_status
 -- Runs with one status, newest first.
-SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
+       agent_version
 FROM runs WHERE status = ? ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
 
 -- name: list_runs_where
 -- Runs matching the filters given (a NULL one matches every run), newest first.
-SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until
+SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
+       agent_version
 FROM runs
 WHERE (:status IS NULL OR status = :status)
   AND (:agent IS NULL OR agent = :agent)
@@ -62,14 +68,19 @@ WHERE (:status IS NULL OR status = :status)
 ORDER BY created_at DESC, run_id LIMIT :limit OFFSET :offset;
 
 -- name: set_status_fenced
--- Change a run's status, reason and wake-up time only while its epoch is the caller's.
-UPDATE runs SET status = ?, reason = ?, updated_at = ?, wake_at = ? WHERE run_id = ? AND epoch = ?;
+-- Change a run's status, reason and wake-up time (and version) only while its epoch is the
+-- caller's.
+UPDATE runs SET status = ?, reason = ?, updated_at = ?, wake_at = ?,
+                agent_version = coalesce(?, agent_version)
+WHERE run_id = ? AND epoch = ?;
 
 -- name: claim
 -- Take up to N runnable top-level runs at a new epoch with a lease (one process owns the
 -- file, so its clock is the only clock): parked runs whose wake-up time has come, then
 -- queued, drained and orphaned ones; never those of :skip (a JSON array of run ids the
--- claiming worker's code cannot continue).
+-- claiming worker's code cannot continue). Pinning: unless :pinned is 0, only runs of the
+-- agents of :serves (a JSON array of [agent, version]) on that version or on none, or runs
+-- of :also (a JSON array of run ids its code checked).
 UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
        lease_until = :now + :ttl, updated_at = :now
 WHERE run_id IN (
@@ -77,6 +88,11 @@ WHERE run_id IN (
         SELECT run_id FROM runs
         WHERE parent_run_id IS NULL AND status = 'waiting' AND wake_at <= :now
           AND run_id NOT IN (SELECT value FROM json_each(:skip))
+          AND (:pinned = 0 OR run_id IN (SELECT value FROM json_each(:also))
+               OR EXISTS (SELECT 1 FROM json_each(:serves) AS s
+                          WHERE s.value ->> 0 = runs.agent
+                            AND (runs.agent_version IS NULL
+                                 OR runs.agent_version = s.value ->> 1)))
         ORDER BY wake_at
         LIMIT :limit
     )
@@ -90,12 +106,33 @@ WHERE run_id IN (
                    AND (lease_until IS NULL OR lease_until < :now))
                OR (status = 'running' AND lease_until < :now))
           AND run_id NOT IN (SELECT value FROM json_each(:skip))
+          AND (:pinned = 0 OR run_id IN (SELECT value FROM json_each(:also))
+               OR EXISTS (SELECT 1 FROM json_each(:serves) AS s
+                          WHERE s.value ->> 0 = runs.agent
+                            AND (runs.agent_version IS NULL
+                                 OR runs.agent_version = s.value ->> 1)))
         ORDER BY created_at
         LIMIT :limit
     )
     LIMIT :limit
 )
 RETURNING run_id, epoch, cancel_requested;
+
+-- name: stranded
+-- Up to :limit runnable top-level runs (oldest first, never those of :skip) that the
+-- [agent, version] pairs of :serves do not admit: read, not claimed.
+SELECT run_id, agent, agent_version FROM runs
+WHERE parent_run_id IS NULL
+  AND (status = 'queued'
+       OR (status = 'paused' AND reason = 'drain' AND (lease_until IS NULL OR lease_until < :now))
+       OR (status = 'running' AND lease_until < :now)
+       OR (status = 'waiting' AND wake_at <= :now))
+  AND run_id NOT IN (SELECT value FROM json_each(:skip))
+  AND NOT EXISTS (SELECT 1 FROM json_each(:serves) AS s
+                  WHERE s.value ->> 0 = runs.agent
+                    AND (runs.agent_version IS NULL OR runs.agent_version = s.value ->> 1))
+ORDER BY created_at
+LIMIT :limit;
 
 -- name: renew
 -- Extend one lease while the caller holds the run at its epoch; whether it was asked to be

@@ -5,8 +5,9 @@ CREATE TABLE run_log (
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
 
--- cancel_requested and wake_at are written where ALTER TABLE ADD COLUMN (0003, 0004) puts
--- them: SQLite keeps the table's text, and the schema test compares it with the migrated one.
+-- cancel_requested, wake_at and agent_version are written where ALTER TABLE ADD COLUMN
+-- (0003, 0004, 0009) puts them: SQLite keeps the table's text, and the schema test
+-- compares it with the migrated one.
 CREATE TABLE runs (
     run_id TEXT PRIMARY KEY,
     agent TEXT NOT NULL,
@@ -18,7 +19,7 @@ CREATE TABLE runs (
     owner TEXT,
     epoch INTEGER NOT NULL DEFAULT 0,
     lease_until REAL
-, cancel_requested INTEGER NOT NULL DEFAULT 0, wake_at REAL);
+, cancel_requested INTEGER NOT NULL DEFAULT 0, wake_at REAL, agent_version TEXT);
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
 
@@ -32,6 +33,17 @@ CREATE INDEX runs_parent_idx ON runs (parent_run_id) WHERE parent_run_id IS NOT 
 
 CREATE INDEX runs_finished_idx ON runs (updated_at, run_id)
     WHERE parent_run_id IS NULL AND status IN ('succeeded', 'failed', 'cancelled');
+
+CREATE TABLE workers (
+    owner TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    beat_at REAL NOT NULL,
+    ttl REAL NOT NULL,
+    versions TEXT NOT NULL,
+    runs_held INTEGER NOT NULL DEFAULT 0
+);
 
 -- Shared model rate limits: one row per model (or API key) that every worker takes from.
 -- requests / tokens are allowed per per_s seconds (NULL: not limited), requests_at and
