@@ -5,26 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 from tether.commands import console
+from tether.schedules import view
 from tether.store import Store
-from tether.store.schedules import Schedule
 from tether.wiring import new_runtime
-
-
-def schedule_view(s: Schedule) -> dict[str, Any]:
-    """A schedule as `tether schedule list --json` and `GET /v1/schedules` show it."""
-    return {
-        "name": s.name,
-        "cron": s.cron,
-        "agent": s.agent,
-        "input": s.input,
-        "timezone": s.timezone,
-        "catch_up": s.catch_up,
-        "created_at": s.created_at,
-        "next_at": s.next_at,
-    }
 
 
 async def cmd_schedule_add(store: Store, args: argparse.Namespace) -> int:
@@ -55,7 +40,7 @@ async def cmd_schedule_remove(store: Store, args: argparse.Namespace) -> int:
 async def cmd_schedule_list(store: Store, args: argparse.Namespace) -> int:
     schedules = await store.schedules.all()
     if args.json:
-        print(json.dumps([schedule_view(s) for s in schedules], indent=2))
+        print(json.dumps([view(s) for s in schedules], indent=2))
         return 0
     if not schedules:
         print('no schedules; `tether schedule add NAME --cron "*/5 * * * *" --agent A` adds one')

@@ -36,6 +36,20 @@ def fire_run_id(name: str, at: float) -> str:
     return f"sched-{name}-{datetime.fromtimestamp(at, UTC):%Y%m%dT%H%M%SZ}"
 
 
+def view(s: Schedule) -> dict[str, Any]:
+    """A schedule as `tether schedule list --json` and `GET /v1/schedules` show it."""
+    return {
+        "name": s.name,
+        "cron": s.cron,
+        "agent": s.agent,
+        "input": s.input,
+        "timezone": s.timezone,
+        "catch_up": s.catch_up,
+        "created_at": s.created_at,
+        "next_at": s.next_at,
+    }
+
+
 def check_name(name: str) -> str:
     if not isinstance(name, str) or NAME.fullmatch(name) is None:
         raise BadSchedule(

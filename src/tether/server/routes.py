@@ -19,17 +19,20 @@ from tether.errors import (
     BadFork,
     BadInput,
     BadRunId,
+    BadSchedule,
     CorruptRecord,
     EventRefused,
     RunBusy,
     RunExists,
     RunHeldElsewhere,
     RunNotResumable,
+    ScheduleExists,
     StoreError,
     StoreUnavailable,
     TetherError,
     UnknownAgent,
     UnknownRun,
+    UnknownSchedule,
 )
 from tether.ids import new_run_id
 from tether.inspect import rate_wait_ms, run_view
@@ -43,6 +46,7 @@ from tether.server.limits import BodyTooLarge, TooMany
 from tether.server.listing import list_runs, row_view, urls
 from tether.server.openapi import openapi
 from tether.server.request import run_id_of, server_of
+from tether.server.schedule_route import add_schedule, list_schedules, remove_schedule
 from tether.server.schemas import BadRequest, ResumeRun, StartRun, loads, parse_body
 from tether.store.base import Status
 
@@ -330,6 +334,9 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         CannotUpgrade: (422, "cannot_upgrade"),
         BadRunId: (400, "bad_run_id"),
         UnknownAgent: (422, "unknown_agent"),
+        BadSchedule: (422, "bad_schedule"),
+        ScheduleExists: (409, "schedule_exists"),
+        UnknownSchedule: (404, "unknown_schedule"),
         StoreUnavailable: (503, "store_unavailable"),
         CorruptRecord: (500, "corrupt_record"),
     }.get(type(exc), (500, "internal"))
@@ -364,6 +371,9 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/fork", fork_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/upgrade", upgrade_run, methods=["POST"]),
         Route("/v1/workers", list_workers, methods=["GET"]),
+        Route("/v1/schedules", list_schedules, methods=["GET"]),
+        Route("/v1/schedules", add_schedule, methods=["POST"]),
+        Route("/v1/schedules/{name}", remove_schedule, methods=["DELETE"]),
         Route("/v1/runs/{run_id}/signals/{key}", signal_run, methods=["POST"]),
         Route("/v1/blobs/{sha256}", get_blob, methods=["GET"]),
         Route("/", console_page, methods=["GET"]),
