@@ -165,7 +165,8 @@ class Worker:
             except StoreError as exc:
                 log.warning("%s: firing schedules failed (%s)", self.owner, exc)
             else:
-                self._count("scheduled", len(queued))
+                if queued:
+                    self._count("scheduled", len(queued))
             wait = self.poll if due_in is None else min(self.poll, max(0.005, due_in))
             await self._until_stopped(asyncio.sleep(wait))
 
