@@ -1,6 +1,8 @@
-"""`python -m bench [--quick] [--only FAMILY,...]`: run the benchmarks, print one table.
+"""`python -m bench [--quick] [--only FAMILY,...] [--readme]`: run the benchmarks, print one
+table.
 
-Writes `bench/results/{quick,full}.json` and `.png` (or under `--out`).
+Writes `bench/results/{quick,full}.json` and `.png` (or under `--out`); with `--readme`, also
+the table and chart of docs/benchmarks.md (run it on a quiet machine).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from bench import (
     agent_turns,
     blob_memory,
     checkpoint,
+    fork,
     growth,
     memory,
     model_server,
@@ -30,6 +33,7 @@ from bench import (
     workers,
 )
 from bench.common import Line, Settings, drop_pg, prepare_pg
+from bench.readme import update as update_readme
 from bench.report import print_table, write_json, write_png
 
 FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
@@ -47,6 +51,7 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "workers": workers.run,
     "operations": operations.run,
     "partitions": partitions.run,
+    "fork": fork.run,
 }
 # Families that need the PostgreSQL bench database.
 NEEDS_PG = {
@@ -59,6 +64,7 @@ NEEDS_PG = {
     "steps",
     "operations",
     "partitions",
+    "fork",
 }
 
 
@@ -67,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes: under two minutes")
     parser.add_argument("--only", default="", help=f"comma-separated among {', '.join(FAMILIES)}")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument(
+        "--readme",
+        action="store_true",
+        help="write this run's table and chart into docs/benchmarks.md (a full run of "
+        "every family, on a quiet machine)",
+    )
     args = parser.parse_args(argv)
     chosen = [f for f in args.only.split(",") if f] or list(FAMILIES)
     unknown = set(chosen) - set(FAMILIES)
@@ -94,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     json_path = write_json(lines, args.out / f"{mode}.json", mode=mode, elapsed_s=elapsed)
     png_path = write_png(lines, args.out / f"{mode}.png", title=f"tether bench ({mode})")
     print(f"\nwrote {json_path} and {png_path}")
+    if args.readme:
+        when = time.strftime("%Y-%m-%d", time.gmtime())
+        page = update_readme(lines, png_path, title=f"`python -m bench` ({mode}), {when}")
+        print(f"wrote the table and chart of {page}")
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from tether.context import Context
@@ -14,12 +15,17 @@ from tether.registry import Registry
 TEXT = "The quick brown fox jumps over the lazy dog; " * 3
 
 chain = Registry("bench.chain", entry="step")
+# perf_counter() when this process first ran a chain step (the fresh-process recovery bench).
+first_step_at: float | None = None
 fan = Registry("bench.fan", entry="root")
 
 
 @chain.node("step")
 async def step(ctx: Context, node: Node) -> NodeResult:
     """Node n of a chain of `input` nodes: spawn the next one until none is left."""
+    global first_step_at
+    if first_step_at is None:
+        first_step_at = time.perf_counter()
     left: int = node.input
     output = {"left": left, "text": TEXT}
     if left <= 1:

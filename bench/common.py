@@ -157,7 +157,7 @@ async def open_pg(settings: Settings) -> Store:
     """The PostgreSQL store on the bench database, migrated, with empty tables."""
     store = store_from_url(settings.pg_url)
     await store.open()
-    await pg_pool(store).execute("TRUNCATE run_log, runs")
+    await pg_pool(store).execute("TRUNCATE run_log, runs, run_refs, run_forks")
     return store
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench import (
+    fork,
     growth,
     overlap,
     partitions,
@@ -24,6 +25,7 @@ from bench import (
 )
 from bench.__main__ import FAMILIES, NEEDS_PG
 from bench.common import Line, Settings, drop_pg, prepare_pg
+from bench.readme import END, START, update
 from bench.rehydrate import make_log
 from bench.report import write_json, write_png
 from tether.records import decode_log
@@ -53,6 +55,17 @@ def test_scheduling_lines(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     png = write_png(lines, tmp_path / "r.png", title="smoke")
     assert png.read_bytes().startswith(b"\x89PNG")
 
+    # --readme: the table between the markers is replaced, the rest of the page kept.
+    page = tmp_path / "docs" / "benchmarks.md"
+    page.parent.mkdir()
+    page.write_text(f"# Benchmarks\n\n{START}\nold table\n{END}\n\nKnown gaps.\n")
+    update(lines, png, title="smoke", page=page)
+    text = page.read_text()
+    assert "old table" not in text and text.startswith("# Benchmarks")
+    assert text.endswith(f"{END}\n\nKnown gaps.\n")
+    assert all(ln.what in text for ln in lines) and "images/bench.png" in text
+    assert (page.parent / "images" / "bench.png").read_bytes() == png.read_bytes()
+
 
 def test_rehydrate_log_is_the_executors() -> None:
     rows = asyncio.run(make_log(30))
@@ -78,6 +91,7 @@ TINY: dict[str, list[tuple[object, str, object]]] = {
     "partitions": [(partitions, "PARTITIONS", 4), (partitions, "LOAD_NODES", 40)],
     "operations": [],
     "steps": [(steps, "TURNS", 5)],
+    "fork": [(fork, "QUICK_SIZES", (20, 40))],
 }
 
 

@@ -64,3 +64,43 @@ def test_bad_fork_input_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     missing = tether(tmp_path, "history", "no-such-run", check=False)
     assert missing.returncode == 2 and "no-such-run" in missing.stdout
     assert [r["run_id"] for r in run_ids(tmp_path)] == [rid]
+
+
+def test_runs_show_lineage_and_a_pending_input_can_be_set(tmp_path: Path) -> None:
+    tether(tmp_path, "demo", "--quiet")
+    (source,) = run_ids(tmp_path)
+    rid = str(source["run_id"])
+    first = tether(tmp_path, "fork", rid, "--at", "1").stdout.strip()
+    shown = json.loads(tether(tmp_path, "show", first, "--json").stdout)
+    pending = next(n["node_id"] for n in shown["nodes"] if n["status"] == "ready")
+    done = next(n["node_id"] for n in shown["nodes"] if n["status"] == "completed")
+    second = tether(tmp_path, "fork", rid, "--at", "1", "--input", f"{pending}=[1, 2]")
+    fork_id = second.stdout.strip()
+    shown = json.loads(tether(tmp_path, "show", fork_id, "--json").stdout)
+    assert shown["forked_from"]["overridden_node_ids"] == [pending]
+    rows = {r["run_id"]: r for r in run_ids(tmp_path)}
+    assert rows[fork_id]["forked_from"] == {"run_id": rid, "seq": 1}
+    assert rows[rid]["forked_from"] is None
+    table = tether(tmp_path, "runs").stdout
+    assert "forked from" in table and f"{rid}@1" in table.replace("\n", "").replace("│", "")
+    refused = tether(tmp_path, "fork", rid, "--at", "1", "--input", f"{done}=1", check=False)
+    assert refused.returncode == 2 and "already recorded at seq 1" in refused.stdout
+    bad = tether(tmp_path, "fork", rid, "--at", "1", "--input", "x", check=False)
+    assert bad.returncode != 0 and "bad --input 'x'" in bad.stderr
+    assert len(run_ids(tmp_path)) == 3
+
+
+def test_show_at_a_seq_is_the_run_as_it_was_then(tmp_path: Path) -> None:
+    tether(tmp_path, "demo", "--quiet")
+    (source,) = run_ids(tmp_path)
+    rid = str(source["run_id"])
+    now = json.loads(tether(tmp_path, "show", rid, "--json", "--outputs").stdout)
+    then = json.loads(tether(tmp_path, "show", rid, "--json", "--at", "1", "--outputs").stdout)
+    assert (then["at_seq"], then["records"], then["status"]) == (1, 2, "running")
+    assert [n["status"] for n in then["nodes"]].count("completed") == 1
+    assert then["budget"]["used"]["nodes"] == 1 < now["budget"]["used"]["nodes"]
+    assert then["nodes"][0]["output"] == now["nodes"][0]["output"]  # the root's, recorded then
+    table = tether(tmp_path, "show", rid, "--at", "1").stdout
+    assert "as of seq 1" in table
+    past = tether(tmp_path, "show", rid, "--at", "9999", check=False)
+    assert past.returncode == 2 and "there is no seq 9999" in past.stdout + past.stderr

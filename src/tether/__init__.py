@@ -50,6 +50,7 @@ from tether.errors import (
     UnknownNodeKind,
     UnknownRun,
     UnknownSchedule,
+    UnknownSeq,
     UnknownWait,
     WaitCompleted,
 )
@@ -120,6 +121,7 @@ __all__ = [
     "UnknownNodeKind",
     "UnknownRun",
     "UnknownSchedule",
+    "UnknownSeq",
     "UnknownWait",
     "Usage",
     "Wait",

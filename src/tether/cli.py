@@ -137,6 +137,12 @@ def _fork_and_history(sub: Any) -> None:
         metavar="NODE_ID=JSON",
         help="replace the output of a node completed by then (repeatable)",
     )
+    fork.add_argument(
+        "--input",
+        action="append",
+        metavar="NODE_ID=JSON",
+        help="replace the input of a node pending then (repeatable)",
+    )
     fork.add_argument("--budget", help="new limits; +N adds, e.g. tokens=+50000")
     fork.add_argument("--run", action="store_true", help="execute the fork here now")
     fork.add_argument("--quiet", action="store_true", help="no live progress display (--run)")
@@ -290,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("run_id")
     show.add_argument("--json", action="store_true", help="stable JSON (see README)")
     show.add_argument("--outputs", action="store_true", help="include node outputs in --json")
+    show.add_argument(
+        "--at", type=int, metavar="SEQ", help="the run as it was once the record at SEQ was"
+    )
     show.set_defaults(fn=commands.cmd_show, read_only=True)
 
     _fork_and_history(sub)

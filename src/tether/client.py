@@ -109,9 +109,11 @@ class TetherClient:
             body["budget"] = budget
         return await self._call("POST", "/v1/runs", json=body, headers=headers)
 
-    async def get(self, run_id: str) -> dict[str, Any]:
-        """Status, budget used, counts, timings and nodes of a run."""
-        return await self._call("GET", f"/v1/runs/{run_id}")
+    async def get(self, run_id: str, *, at_seq: int | None = None) -> dict[str, Any]:
+        """Status, budget used, counts, timings and nodes of a run; with `at_seq`, as they
+        were once the record at that seq was."""
+        params = {} if at_seq is None else {"at": at_seq}
+        return await self._call("GET", f"/v1/runs/{run_id}", params=params)
 
     async def list(
         self, *, status: str | None = None, limit: int = 50, offset: int = 0
@@ -140,14 +142,18 @@ class TetherClient:
         at_seq: int | None = None,
         before_node: str | None = None,
         set_outputs: dict[str, Any] | None = None,
+        set_inputs: dict[str, Any] | None = None,
         budget: dict[str, float] | None = None,
     ) -> dict[str, Any]:
         """A new queued run whose history is the run's records up to `at_seq` (or before
-        `before_node` was recorded), with `set_outputs` replacing recorded outputs; the
-        answer names the fork (`run_id`) and its source (`forked_from`)."""
+        `before_node` was recorded), with `set_outputs` replacing recorded outputs and
+        `set_inputs` the inputs of nodes pending there; the answer names the fork
+        (`run_id`) and its source (`forked_from`)."""
         body: dict[str, Any] = {"at_seq": at_seq, "before_node": before_node}
         if set_outputs:
             body["set_outputs"] = set_outputs
+        if set_inputs:
+            body["set_inputs"] = set_inputs
         if budget:
             body["budget"] = budget
         body = {k: v for k, v in body.items() if v is not None}

@@ -25,7 +25,7 @@ from rich.console import Console
 from tether import control, logs, tracing
 from tether.core import Budget
 from tether.deploys import waiting_reasons
-from tether.errors import RunBusy
+from tether.errors import RunBusy, UnknownRun
 from tether.executor import Outcome
 from tether.graph import Graph
 from tether.inspect import run_view, waits_view
@@ -34,6 +34,7 @@ from tether.records import Record, budget_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
 from tether.store import RunInfo, Status, Store, default_url, migrate_url
+from tether.store.forks import Origin
 from tether.wiring import check_blobs, new_runtime, open_blobs
 
 console = Console()
@@ -204,22 +205,28 @@ async def _ask(wait: dict[str, Any]) -> dict[str, Any]:
 
 
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
-    graph = await new_runtime(store, args.settings).load(args.run_id)
-    budget = parse_budget(args.budget, graph) if args.budget else None
+    # The runs row names the agent; the log is read once, by the resume itself (a `+N`
+    # budget adds to the current limits, which only the log holds).
+    info = await store.runs.get(args.run_id)
+    if info is None:
+        raise UnknownRun(args.run_id)
+    budget = None
+    if args.budget:
+        budget = parse_budget(
+            args.budget, await new_runtime(store, args.settings).load(args.run_id)
+        )
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
     models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
-    if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
+    if info.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
         from tether.demo.agent import demo_models
 
         models = demo_models(args.model)
-    if args.force:
-        info = await store.runs.get(args.run_id)
-        if info is not None and info.owner and not info.status.finished:
-            console.print(
-                f"taking run {args.run_id} over from {info.owner} at epoch {info.epoch + 1}: "
-                "its owner's next append is refused (fenced) and it stops"
-            )
+    if args.force and info.owner and not info.status.finished:
+        console.print(
+            f"taking run {args.run_id} over from {info.owner} at epoch {info.epoch + 1}: "
+            "its owner's next append is refused (fenced) and it stops"
+        )
     announced = False
 
     def waiting(busy: RunBusy) -> None:
@@ -344,20 +351,25 @@ async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
     waiting = await waiting_reasons(store, rows)
     rows = [replace(r, reason=r.reason or waiting[r.run_id]) if r.run_id in waiting else r
             for r in rows]  # fmt: skip
+    origins = await store.forks.origins([r.run_id for r in rows])
     if args.json:
-        print(json.dumps([_run_row(r, now) for r in rows], indent=2))
+        print(json.dumps([_run_row(r, now, origins.get(r.run_id)) for r in rows], indent=2))
         return 0
     from rich.table import Column, Table
 
     table = Table("agent", "status", "reason", "owner", "epoch", "lease")
     # Run ids are what users copy into `tether resume`/`show`: never truncate them.
     table.columns.insert(0, Column("run id", overflow="fold", min_width=20))
+    if origins:
+        table.add_column("forked from", overflow="fold")
     for r in rows:
         left = r.lease_left(now)
         lease = "-" if left is None else _lease_state(left)
-        table.add_row(
-            r.run_id, r.agent, r.state(now), r.reason or "", r.owner or "-", str(r.epoch), lease
-        )
+        cells = [r.run_id, r.agent, r.state(now), r.reason or "", r.owner or "-", str(r.epoch)]
+        cells.append(lease)
+        if origins:
+            cells.append(str(origins[r.run_id]) if r.run_id in origins else "")
+        table.add_row(*cells)
     console.print(table)
     return 0
 
@@ -366,7 +378,7 @@ def _lease_state(left: float) -> str:
     return f"{left:.1f}s left" if left >= 0 else f"expired {-left:.1f}s ago"
 
 
-def _run_row(r: RunInfo, now: float) -> dict[str, Any]:
+def _run_row(r: RunInfo, now: float, origin: Origin | None = None) -> dict[str, Any]:
     return {
         "run_id": r.run_id,
         "agent": r.agent,
@@ -375,6 +387,7 @@ def _run_row(r: RunInfo, now: float) -> dict[str, Any]:
         "lease_left": r.lease_left(now),
         "reason": r.reason,
         "parent_run_id": r.parent_run_id,
+        "forked_from": origin.to_json() if origin else None,
         "created_at": r.created_at,
         "updated_at": r.updated_at,
         "owner": r.owner,
@@ -444,20 +457,24 @@ async def cmd_runs_delete(store: Store, args: argparse.Namespace) -> int:
 
 
 async def cmd_show(store: Store, args: argparse.Namespace) -> int:
-    graph = await new_runtime(store, args.settings).load(args.run_id)
-    info = await store.runs.get(args.run_id)
+    graph = await new_runtime(store, args.settings).load(args.run_id, at_seq=args.at)
+    # As of a seq, the run is its log's prefix: its row (owner, lease) is today's, not shown.
+    info = await store.runs.get(args.run_id) if args.at is None else None
     now = await store.runs.clock()
     if info is not None and not info.reason:
         waiting = await waiting_reasons(store, [info])
         info = replace(info, reason=waiting.get(info.run_id))
     if args.json:
         view = run_view(graph, outputs=args.outputs)
+        view["at_seq"] = args.at
         if info is not None:
             view.update(_ownership(info, now))
         print(json.dumps(view, indent=2))
         return 0
     from tether.display import budget_line, graph_tree
 
+    if args.at is not None:
+        console.print(f"run {args.run_id} as of seq {args.at} (tether history lists the seqs)")
     console.print(graph_tree(graph))
     if graph.agent_version:
         console.print(f"agent {graph.agent} version {graph.agent_version}")

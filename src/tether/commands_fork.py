@@ -16,29 +16,37 @@ from tether.store import Store
 from tether.wiring import new_runtime, open_blobs
 
 
-def parse_sets(items: list[str]) -> dict[str, Any]:
+def parse_sets(items: list[str], option: str = "--set") -> dict[str, Any]:
     """`NODE_ID=JSON` items as {node_id: value}; SystemExit naming a bad one."""
     values: dict[str, Any] = {}
     for item in items:
         node_id, eq, raw = item.partition("=")
         if not eq or not node_id:
-            raise SystemExit(f"bad --set {item!r}: use NODE_ID=JSON, e.g. {{node}}='{{\"a\": 1}}'")
+            raise SystemExit(
+                f"bad {option} {item!r}: use NODE_ID=JSON, e.g. {{node}}='{{\"a\": 1}}'"
+            )
         try:
             values[node_id] = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise SystemExit(f"bad --set {item!r}: the value is not JSON ({exc})") from None
+            raise SystemExit(f"bad {option} {item!r}: the value is not JSON ({exc})") from None
     return values
 
 
 async def cmd_fork(store: Store, args: argparse.Namespace) -> int:
     sets = parse_sets(args.set or [])
+    inputs = parse_sets(args.input or [], "--input")
     async with open_blobs(args.settings) as blobs:  # an override may be offloaded
         runtime = new_runtime(store, args.settings, blobs=blobs)
         budget = None
         if args.budget:
             budget = parse_budget(args.budget, await runtime.load(args.run_id))
         fork_id = await runtime.fork(
-            args.run_id, at_seq=args.at, before_node=args.before, set_outputs=sets, budget=budget
+            args.run_id,
+            at_seq=args.at,
+            before_node=args.before,
+            set_outputs=sets,
+            set_inputs=inputs,
+            budget=budget,
         )
     print(fork_id, flush=True)
     if not args.run:

@@ -81,6 +81,10 @@ class Progress:
         )
 
 
+# The most nodes `graph_tree` draws.
+MAX_TREE_NODES = 200
+
+
 def graph_tree(graph: Graph, title: str | None = None) -> Tree:
     """The run as a tree of spawns: kind, id, status, timing and tokens per node."""
     children: dict[str, list[str]] = {}
@@ -92,7 +96,7 @@ def graph_tree(graph: Graph, title: str | None = None) -> Tree:
     label = title or f"run {graph.run_id} [{graph.agent}] {graph.status}"
     tree = Tree(Text(label, style="bold"))
 
-    def add(parent: Tree, nid: str) -> None:
+    def add(parent: Tree, nid: str) -> Tree:
         state = graph.nodes[nid]
         nc = state.completed
         if nc is not None:
@@ -127,11 +131,26 @@ def graph_tree(graph: Graph, title: str | None = None) -> Tree:
             tokens = sr.used.tokens_in + sr.used.tokens_out
             extra = f"  {tokens} tok" if tokens else ""
             branch.add(Text(f"step {i} {sr.name}  {sr.used.wall_ms} ms{extra}", style="cyan"))
-        for child in children.get(nid, []):
-            add(branch, child)
+        return branch
 
-    for root in roots:
-        add(tree, root)
+    # Depth first with a stack of our own: a chain of thousands of nodes is that deep, and
+    # drawing nests each level (its cost grows with the square of the depth), so the tree
+    # stops at MAX_TREE_NODES and says how many it left out.
+    stack = [(tree, root) for root in reversed(roots)]
+    drawn = 0
+    while stack and drawn < MAX_TREE_NODES:
+        parent, nid = stack.pop()
+        branch = add(parent, nid)
+        drawn += 1
+        stack += [(branch, child) for child in reversed(children.get(nid, []))]
+    if len(graph.nodes) > drawn:
+        tree.add(
+            Text(
+                f"… {len(graph.nodes) - drawn} more nodes not drawn "
+                f"(tether show {graph.run_id} --json lists every node)",
+                style="dim",
+            )
+        )
     return tree
 
 

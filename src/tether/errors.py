@@ -301,3 +301,12 @@ class UnknownSchedule(TetherError):
     def __init__(self, name: str) -> None:
         super().__init__(f"no schedule named {name!r} (`tether schedule list` shows them)")
         self.name = name
+
+
+class UnknownSeq(TetherError, ValueError):
+    """A run was asked for at a seq it does not have (`show --at`, `?at=`)."""
+
+    def __init__(self, run_id: str, seq: int, last: int) -> None:
+        super().__init__(f"run {run_id} has seqs 0..{last}; there is no seq {seq}")
+        self.run_id = run_id
+        self.seq = seq

@@ -45,6 +45,7 @@ from tether.steps import STOPS_NODE
 from tether.store.base import Status
 from tether.values import pb_of
 from tether.waits import check_payload, due_timeouts, event_record, find_wait, wait_spec
+from tether.wakeup import Wakeup
 
 if TYPE_CHECKING:
     from tether.registry import HandlerSpec, Registry
@@ -104,7 +105,9 @@ class RunExecutor:
         # Events delivered to this run while it executes here; the loop records them.
         self.accepting = True
         self._inbox: list[_Delivery] = []
-        self._inbox_wake = asyncio.Event()
+        # Node outcomes (records, or the exception), deliveries, drains and cancels wake the
+        # loop through this.
+        self._wakeup: Wakeup[tuple[str, list[tuple[Record, bytes]] | BaseException]] = Wakeup()
         # Journaled steps append from node tasks while the loop appends completions: one
         # append at a time, so each takes the graph's next seq (uncontended, it never waits).
         self.append_lock = asyncio.Lock()
@@ -114,6 +117,11 @@ class RunExecutor:
     def request_cancel(self) -> None:
         """Stop this run: in-flight nodes are cancelled unrecorded; it finishes CANCELLED."""
         self.cancelling.set()
+        self._wakeup.poke()
+
+    def wake(self) -> None:
+        """Make the loop look again at the runtime's drain (Runtime.drain calls it)."""
+        self._wakeup.poke()
 
     async def deliver(self, key: str, payload: Any, event_id: str) -> int | None:
         """Record an event for wait `key` in this run's loop; return its seq once durable
@@ -126,7 +134,7 @@ class RunExecutor:
         check_payload(self.graph, state, payload)
         done: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         self._inbox.append((key, payload, event_id, done))
-        self._inbox_wake.set()
+        self._wakeup.poke()
         return await done
 
     async def execute(self) -> Outcome:
@@ -147,13 +155,10 @@ class RunExecutor:
     async def _execute(self) -> Outcome:
         g, rt = self.graph, self.runtime
         queue: deque[str] = deque(g.ready)
-        tasks: dict[asyncio.Future[Any], str] = {}
-        drain_wait = asyncio.ensure_future(rt.draining.wait())
-        cancel_wait = asyncio.ensure_future(self.cancelling.wait())
-        hurry_wait = asyncio.ensure_future(rt.hurry.wait())
+        tasks: dict[str, asyncio.Task[None]] = {}
+        wakeup = self._wakeup
         loop = asyncio.get_running_loop()
         deadline: float | None = None
-        inbox_wait: asyncio.Future[Any] | None = None
         try:
             while not self.cancelling.is_set():
                 stopping = rt.draining.is_set() or bool(
@@ -166,7 +171,7 @@ class RunExecutor:
                     queue.extend(await self._record_events())
                 while queue and not stopping and len(tasks) < rt.concurrency:
                     nid = queue.popleft()
-                    tasks[asyncio.ensure_future(self._run_node(nid))] = nid
+                    tasks[nid] = loop.create_task(self._node_task(nid))
                 if not tasks:
                     if self._inbox and not stopping:
                         continue  # delivered while the last batch was being recorded
@@ -176,50 +181,37 @@ class RunExecutor:
                     deadline = loop.time() + rt.grace
                 if rt.hurry.is_set():  # a second signal: the grace period ends now
                     deadline = loop.time()
-                if inbox_wait is None or inbox_wait.done():
-                    self._inbox_wake.clear()
-                    inbox_wait = asyncio.ensure_future(self._inbox_wake.wait())
-                    if self._inbox:  # arrived while the last batch was being recorded
-                        self._inbox_wake.set()
-                waiting: set[asyncio.Future[Any]] = set(tasks) | {cancel_wait, inbox_wait}
-                for wake in (drain_wait, hurry_wait):
-                    if not wake.done():
-                        waiting.add(wake)
-                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                until = deadline
                 if g.open_waits and not stopping and (wake_us := g.wake_at_us()):
                     # A wait's deadline passes while other nodes are in flight.
-                    until_due = max(0.0, (wake_us - now_us()) / 1e6)
-                    timeout = until_due if timeout is None else min(timeout, until_due)
-                done, _ = await asyncio.wait(
-                    waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-                )
+                    due = loop.time() + max(0.0, (wake_us - now_us()) / 1e6)
+                    until = due if until is None else min(until, due)
+                if not wakeup.outcomes and not self._inbox:
+                    # Woken by a completion, a delivery, a drain, a cancel or `until`.
+                    await wakeup.wait(until)
                 if self.cancelling.is_set():
                     # What completed meanwhile is dropped: a cancelled run records no more.
                     await self._wait_children_cancelled()
                     break
+                done = wakeup.take()
                 if not done and deadline is not None and loop.time() >= deadline:
                     log.warning(
                         "run %s: grace period over, cancelling %d nodes", g.run_id, len(tasks)
                     )
                     await _cancel_all(tasks)
                     break
+                if not done:
+                    continue
                 batch: list[tuple[Record, bytes]] = []
-                for task in done:
-                    if task in (drain_wait, hurry_wait, cancel_wait, inbox_wait):
-                        continue
-                    nid = tasks.pop(task)
-                    batch.extend(self._collect(task, nid))
+                for nid, outcome in done:
+                    del tasks[nid]
+                    batch.extend(self._collect(nid, outcome))
                 if batch:
                     async with self.append_lock:
                         queue.extend(await rt.writer.commit(g, batch, epoch=self.epoch))
                     self._note_failures(batch)
         finally:
             self.accepting = False
-            drain_wait.cancel()
-            cancel_wait.cancel()
-            hurry_wait.cancel()
-            if inbox_wait is not None:
-                inbox_wait.cancel()
             if tasks:  # an exception (fencing, cancellation) ends the loop: nothing more lands
                 await _cancel_all(tasks)
         return await self._finish()
@@ -293,11 +285,12 @@ class RunExecutor:
                 raise InvalidSpawn(f"run {self.graph.run_id}: a step record {exc}") from None
             await self.runtime.writer.commit(self.graph, [(record, data)], epoch=self.epoch)
 
-    def _collect(self, task: asyncio.Future[Any], node_id: str) -> list[tuple[Record, bytes]]:
-        exc = task.exception()
-        if exc is None:
-            records: list[tuple[Record, bytes]] = task.result()
-            return records
+    def _collect(
+        self, node_id: str, outcome: list[tuple[Record, bytes]] | BaseException
+    ) -> list[tuple[Record, bytes]]:
+        if not isinstance(outcome, BaseException):
+            return outcome
+        exc = outcome
         if isinstance(exc, CannotContinue):
             # Unrecorded; what else is in flight still records, then the run is given back.
             self._give_back = self._give_back or exc
@@ -397,6 +390,16 @@ class RunExecutor:
 
     # -- one node --------------------------------------------------------------
 
+    async def _node_task(self, node_id: str) -> None:
+        """A node's task: run it, hand its records (or what it raised) to the loop."""
+        try:
+            outcome: list[tuple[Record, bytes]] | BaseException = await self._run_node(node_id)
+        except asyncio.CancelledError:
+            raise  # cancelled by the loop itself, which no longer waits for it
+        except BaseException as exc:  # the loop judges it (pause, fail, or raise)
+            outcome = exc
+        self._wakeup.finished((node_id, outcome))
+
     async def _run_node(self, node_id: str) -> list[tuple[Record, bytes]]:
         logs.NODE_ID.set(node_id)  # this node's own task: its log lines name it
         spec = self.graph.spec(node_id)
@@ -414,9 +417,9 @@ class RunExecutor:
                 (spec.kind,),
             ) from None
         node_input = await self.codec.decode(spec.input)
-        self.runtime.events.emit(
-            self.graph.run_id, node_id, {"type": "node_started", "kind": spec.kind}
-        )
+        events = self.runtime.events
+        if events.event_listeners:  # no event built for nobody: this runs for every node
+            events.emit(self.graph.run_id, node_id, {"type": "node_started", "kind": spec.kind})
         attempt = 0
         while True:
             attempt += 1
@@ -424,7 +427,10 @@ class RunExecutor:
             ctx = Context(self, node)
             started_us, t0 = now_us(), time.perf_counter()
             try:
-                out = await _call(handler, ctx, node)
+                if handler.timeout is None:
+                    out = await handler.fn(ctx, node)
+                else:
+                    out = await _call_timed(handler, ctx, node)
                 if ctx.journal is not None:
                     ctx.journal.check_done()
                 return [await self._completed_record(spec, ctx, out, attempt, started_us, t0)]
@@ -499,8 +505,8 @@ class RunExecutor:
             rate_wait_ms=round(ctx.rate_wait_s * 1000),
         )
         output = await self.codec.encode(result.output)
-        spawned = await self._specs(spec.node_id, result.spawn)
-        refs = await self._blob_refs(ctx, result.blobs)
+        spawned = await self._specs(spec.node_id, result.spawn) if result.spawn else ()
+        refs = await self._blob_refs(ctx, result.blobs) if ctx.attachments or result.blobs else ()
         record = node_completed(
             spec,
             output=output,
@@ -541,6 +547,13 @@ class RunExecutor:
         return refs
 
     async def _specs(self, node_id: str, spawns: Sequence[Spawn | Wait | Sleep]) -> list[NodeSpec]:
+        if len(spawns) == 1 and type(one := spawns[0]) is Spawn and one.after is None:
+            # The common successor (a chain's next step, an agent's next turn): no keys
+            # to compare, no joins to resolve.
+            key = one.key if one.key is not None else "0"
+            spec = NodeSpec(node_id=child_id(node_id, key), kind=one.kind, parent_ids=[node_id])
+            spec.input.CopyFrom(await self.codec.encode(one.input))
+            return [spec]
         keys = [s.key if s.key is not None else str(i) for i, s in enumerate(spawns)]
         if len(set(keys)) != len(keys):
             raise InvalidSpawn(f"node {node_id} spawned two successors with the same key: {keys}")
@@ -577,9 +590,8 @@ def wake_at_of(graph: Graph) -> float | None:
     return wake_us / 1e6 if wake_us else None
 
 
-async def _call(handler: HandlerSpec, ctx: Context, node: Node) -> Any:
-    if handler.timeout is None:
-        return await handler.fn(ctx, node)
+async def _call_timed(handler: HandlerSpec, ctx: Context, node: Node) -> Any:
+    """The handler under its timeout (NodeTimeout once it has passed)."""
     try:
         async with asyncio.timeout(handler.timeout) as cm:
             return await handler.fn(ctx, node)
@@ -603,10 +615,10 @@ def _first_stop(group: BaseExceptionGroup[Any]) -> BaseException | None:
     return None
 
 
-async def _cancel_all(tasks: dict[asyncio.Future[Any], str]) -> None:
-    for task in tasks:
+async def _cancel_all(tasks: dict[str, asyncio.Task[None]]) -> None:
+    for task in tasks.values():
         task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(*tasks.values(), return_exceptions=True)
     tasks.clear()
 
 

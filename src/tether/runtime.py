@@ -29,6 +29,7 @@ from tether.errors import (
     TetherError,
     UnknownAgent,
     UnknownRun,
+    UnknownSeq,
 )
 from tether.events import EventBus
 from tether.executor import Outcome, RunExecutor
@@ -152,14 +153,18 @@ class Runtime:
         at_seq: int | None = None,
         before_node: str | None = None,
         set_outputs: Mapping[str, Any] | None = None,
+        set_inputs: Mapping[str, Any] | None = None,
         budget: Budget | None = None,
     ) -> str:
         """Create a queued run whose history is `run_id`'s records up to `at_seq` (or up to
         just before `before_node` was recorded), with the outputs in `set_outputs` replacing
-        those recorded; return its id. Nodes pending there run again when it is taken up.
+        those recorded and the inputs in `set_inputs` those of nodes pending there; return
+        its id. Nodes pending there run again when it is taken up. The fork references the
+        source's records instead of copying them: it costs a few rows however long the run.
 
         UnknownRun; BadFork (nothing stored) for a seq past the end or at the run's end, an
-        unknown or unrecorded node, an override of a node not completed by then.
+        unknown or unrecorded node, an output override of a node not completed by then, an
+        input override of a node not pending then.
         """
         return await fork(
             self,
@@ -167,6 +172,7 @@ class Runtime:
             at_seq=at_seq,
             before_node=before_node,
             set_outputs=set_outputs,
+            set_inputs=set_inputs,
             budget=budget,
         )
 
@@ -179,6 +185,8 @@ class Runtime:
         if self.draining.is_set():
             self.hurry.set()
         self.draining.set()
+        for executor in list(self.executing.values()):
+            executor.wake()
 
     def request_cancel(self, run_id: str) -> RunExecutor | None:
         """Tell a run executing here (and its sub-agent runs) to stop; its executor, or None."""
@@ -267,11 +275,16 @@ class Runtime:
         )
         return await self.writer.create(info, record, lease_s=self.lease_ttl if leased else None)
 
-    async def load(self, run_id: str) -> Graph:
-        """Rehydrate a run: read its log in seq order, decode, apply."""
+    async def load(self, run_id: str, *, at_seq: int | None = None) -> Graph:
+        """Rehydrate a run: read its log in seq order, decode, apply. With `at_seq`, the run
+        as it was once the record at that seq was applied (UnknownSeq if it has none)."""
         rows = await self.store.log.read_all(run_id)
         if not rows:
             raise UnknownRun(run_id)
+        if at_seq is not None:
+            if not 0 <= at_seq < len(rows):
+                raise UnknownSeq(run_id, at_seq, len(rows) - 1)
+            rows = rows[: at_seq + 1]
         graph = Graph(run_id)
         apply = graph.apply
         try:

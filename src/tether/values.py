@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from tether.blobs import BlobError, BlobRef, BlobStore
 from tether.crypto.keyring import KeyRing
 from tether.crypto.seal import open_sealed, seal
 from tether.errors import KeyRingError
-from tether.records import BlobRefPb, Sealed, Value, dump_json
+from tether.records import BlobRefPb, Sealed, Value, dump_json, load_json
 
 # What a sealed Value's ciphertext is bound to (AES-GCM associated data).
 _VALUE_AAD = b"tether value v1"
@@ -63,7 +62,7 @@ class ValueCodec:
     async def decode(self, value: Value) -> Any:
         kind = value.WhichOneof("kind")
         if kind == "json":
-            return json.loads(value.json)
+            return load_json(value.json)
         if kind is None:
             return None
         if kind == "sealed":
@@ -73,7 +72,7 @@ class ValueCodec:
                     f"value sealed under key id {sealed.key_id!r}, but no key ring is "
                     "configured: set TETHER_KEYS to the ring the run was written with"
                 )
-            return json.loads(
+            return load_json(
                 open_sealed(self.keys, sealed.key_id, sealed.nonce, sealed.ciphertext, _VALUE_AAD)
             )
         if kind == "blob":
@@ -86,7 +85,7 @@ class ValueCodec:
                 )
             # get() resolves the url against this store first: a foreign ref is refused
             # before anything is fetched, and the bytes are checked against size and sha256.
-            return json.loads(await self.blobs.get(ref))
+            return load_json(await self.blobs.get(ref))
         raise ValueError(f"value kind {kind!r} is not known to this version of tether")
 
     async def decode_cached(self, key: str, value: Value) -> Any:

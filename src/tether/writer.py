@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import assert_never
 
 from tether import clock, faults, metrics
@@ -23,6 +23,7 @@ from tether.graph import Graph
 from tether.records import Record, body_of, encode, label_of, waiting_reason
 from tether.status import Status
 from tether.store.base import RunInfo, Store
+from tether.store.forks import Origin, Segment
 
 log = logging.getLogger("tether.writer")
 
@@ -70,6 +71,38 @@ class RecordWriter:
         self.events.record(info.run_id, 0, record)
         return graph
 
+    async def create_fork(
+        self,
+        info: RunInfo,
+        head: Record,
+        origin: Origin,
+        segments: Sequence[Segment],
+        own: Mapping[int, Record],
+    ) -> None:
+        """Record a fork: its row, its RunStarted at seq 0, its own records at their seqs
+        and its references to the rows it shares, in one transaction (`tether.store.forks`).
+
+        Nothing is applied: a fork is read back from the store when it is taken up. RunExists
+        if the id is taken (unless by this very call's first attempt, as `create` says).
+        """
+        Graph(info.run_id).check(head)
+        data = encode(head)
+        entries = [(seq, encode(record)) for seq, record in sorted(own.items())]
+        give_up = clock.monotonic() + self.retry_s
+
+        async def again() -> None:
+            try:
+                await self.store.forks.create(info, data, origin, segments, entries)
+            except RunExists:
+                if await self._seq0(info.run_id) != data:
+                    raise
+
+        try:
+            await self.store.forks.create(info, data, origin, segments, entries)
+        except StoreUnavailable as exc:
+            await self._retrying(info.run_id, "fork", exc, give_up, again)
+        self.events.record(info.run_id, 0, head)
+
     async def _seq0(self, run_id: str) -> bytes | None:
         rows = await self.store.log.read(run_id, after_seq=-1)
         return rows[0][1] if rows and rows[0][0] == 0 else None
@@ -95,13 +128,19 @@ class RecordWriter:
         ready. The executor's hot path: one statement per batch of completed nodes."""
         base = graph.next_seq
         entries = [(base + i, data) for i, (_, data) in enumerate(batch)]
-        kind = label_of(batch[0][0]) if batch else "none"
+        # The label is for the metrics only: not worked out for nobody.
+        kind = label_of(batch[0][0]) if batch and metrics.active is not None else "records"
         await self.append(graph.run_id, entries, epoch=epoch, kind=kind)
+        run_id, apply = graph.run_id, graph.apply
+        listeners = self.events.record_listeners
+        if len(batch) == 1 and not listeners:  # a chain's step: one record, nobody listening
+            return apply(batch[0][0], checked=True)
         ready: list[str] = []
-        run_id, publish = graph.run_id, self.events.record
+        publish = self.events.record
         for i, (record, _) in enumerate(batch):
-            ready.extend(graph.apply(record, checked=True))
-            publish(run_id, base + i, record)
+            ready.extend(apply(record, checked=True))
+            if listeners:
+                publish(run_id, base + i, record)
         return ready
 
     async def finish(self, graph: Graph, record: Record, *, epoch: int | None = None) -> bool:

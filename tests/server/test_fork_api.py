@@ -39,6 +39,9 @@ async def test_fork_over_http_runs_to_the_same_result_and_names_its_source(
             if r.HasField("node_completed")
         ]
         assert len(done) == len(set(done)) == source["budget"]["used"]["nodes"]
+        listed = {r["run_id"]: r for r in (await client.list())["runs"]}
+        assert listed[fork_id]["forked_from"] == {"run_id": run_id, "seq": 2}
+        assert listed[run_id]["forked_from"] is None
 
 
 @pytest.mark.parametrize(
@@ -65,3 +68,21 @@ async def test_bad_fork_over_http_is_refused_creating_nothing(
             await client.fork("no-such-run", at_seq=0)
         assert unknown.value.status == 404
         assert [r["run_id"] for r in (await client.list())["runs"]] == [run_id]
+
+
+async def test_a_run_as_it_was_at_a_seq_over_http(durable_store: Store) -> None:
+    async with running(durable_store) as (url, _), TetherClient(url, TOKEN) as client:
+        run_id = (await client.start(CHAIN, chain_input(3, 1, 0)))["run_id"]
+        await wait_status(client, run_id, "succeeded")
+        now = await client.get(run_id)
+        assert now["at_seq"] is None
+        for seq in range(now["records"]):
+            then = await client.get(run_id, at_seq=seq)
+            assert (then["at_seq"], then["records"]) == (seq, seq + 1)
+            done = [n for n in then["nodes"] if n["status"] == "completed"]
+            assert len(done) == then["budget"]["used"]["nodes"] <= now["budget"]["used"]["nodes"]
+        assert then["status"] == "succeeded" and then["result"] == now["result"]
+        for at, status, kind in (("9999", 404, "unknown_seq"), ("x", 400, "bad_at")):
+            with pytest.raises(ApiError) as refused:
+                await client._call("GET", f"/v1/runs/{run_id}", params={"at": at})
+            assert (refused.value.status, refused.value.kind) == (status, kind)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tether import metrics, tracing
+from tether.agent.conversation import Conversations
 from tether.agent.mcp import MCPServer, tool_names
 from tether.agent.messages import Message, ToolSpec
 from tether.agent.pricing import cost_of
@@ -109,6 +110,8 @@ class Agent:
         if clash:
             raise ValueError(f"agent {name!r}: tool and sub-agent share names {sorted(clash)}")
         self._provider: Provider | None = None
+        # The prompt last built per run: the next turn's extends it instead of a walk.
+        self._conversations = Conversations()
         self._provider_loop: asyncio.AbstractEventLoop | None = None
         if version is None:  # by default, the tools' and sub-agents' names and arguments
             version = version_hash(
@@ -178,13 +181,30 @@ class Agent:
     # -- the conversation, derived from the graph ------------------------------------
 
     async def history(self, ctx: Context) -> list[Message]:
-        """The messages before this turn, rebuilt by walking its ancestors (never re-stored).
+        """The messages before this turn, derived from its ancestors (never re-stored).
 
         A turn's parents are the tool calls of the previous turn, whose parent is that turn;
-        tool results are ordered by call index, so the prompt never depends on timing.
+        tool results are ordered by call index, so the prompt never depends on timing. The
+        previous turn's prompt is usually kept (`Conversations`): this turn's is that plus
+        the previous reply and its tool results. Otherwise the ancestors are walked.
         """
+        parents = tuple(ctx.node.parent_ids)
+        if parents:
+            previous_turn = _turn_of(ctx.parents_of, ctx.kind_of, parents[0])
+            before = self._conversations.prompt_of(ctx.run_id, previous_turn)
+            if before is not None:
+                messages = [*before, await ctx.output_of(previous_turn)]
+                messages += [await ctx.output_of(t) for t in parents]
+                self._conversations.keep(ctx.run_id, ctx.node_id, messages)
+                return messages
+        messages = await self._walk_history(ctx)
+        self._conversations.keep(ctx.run_id, ctx.node_id, messages)
+        return messages
+
+    async def _walk_history(self, ctx: Context) -> list[Message]:
+        """The messages before this turn, by walking all its ancestors."""
         chain: list[tuple[str, tuple[str, ...]]] = []
-        parents = ctx.node.parent_ids
+        parents = tuple(ctx.node.parent_ids)
         while parents:
             previous_turn = _turn_of(ctx.parents_of, ctx.kind_of, parents[0])
             chain.append((previous_turn, parents))
@@ -235,6 +255,7 @@ class Agent:
         usage = Usage(reply.tokens_in, reply.tokens_out, cost, model_calls=1)
         message = reply.message()
         if not reply.tool_calls:
+            self._conversations.forget(ctx.run_id)  # no turn follows this one
             return NodeResult(message, usage=usage, is_result=True)
         keys = [f"call{i}" for i in range(len(reply.tool_calls))]
         spawn: list[Spawn | Wait] = []

@@ -4,7 +4,8 @@ A run is deleted with its sub-agent runs, log rows first (last seqs first, a few
 thousand rows a transaction, so no lock on `run_log` is held for long and a pass cut
 short leaves each log a valid prefix), then the run rows. The store deletes only
 finished runs, in the statement itself; a family with any live member (queued, running,
-paused) is skipped by `prune` and refused by `delete_run`.
+paused) is skipped by `prune` and refused by `delete_run`. A run that forks reference has
+those rows copied into each fork before its log goes (`remove_runs`): forks stay readable.
 
 Blobs are content-addressed and may be shared between runs. `prune` leaves them to
 `tether blobs gc`, which deletes those no remaining run points to. `delete_run` (an
@@ -26,7 +27,7 @@ from tether.blobs.gc import referenced_blobs
 from tether.errors import RunIsLive, UnknownRun
 from tether.records import blob_refs, decode_log
 from tether.store.base import RunInfo, Status, Store
-from tether.store.retention import FINISHED, Retention, Rows
+from tether.store.retention import FINISHED, Rows
 
 # Runs looked at per page, and log rows deleted per transaction.
 DEFAULT_BATCH_RUNS = 500
@@ -79,15 +80,22 @@ def _by_root(family: Sequence[RunInfo], roots: Sequence[str]) -> dict[str, list[
     return groups
 
 
-async def remove_runs(retention: Retention, run_ids: Sequence[str], *, batch_rows: int) -> Rows:
-    """Delete these finished runs' log rows in bounded batches, then their rows."""
+async def remove_runs(store: Store, run_ids: Sequence[str], *, batch_rows: int) -> Rows:
+    """Delete these finished runs' log rows in bounded batches, then their rows.
+
+    Rows that forks reference are copied into those forks first (copy-on-delete, bounded
+    the same way): a fork stays readable when its source goes. Before each batch, so a fork
+    made during the delete is copied out too before the rows it references go.
+    """
     removed = Rows()
     while True:
-        batch = await retention.delete_log(run_ids, limit=batch_rows)
+        while await store.forks.detach(run_ids, limit=batch_rows) >= batch_rows:
+            pass
+        batch = await store.retention.delete_log(run_ids, limit=batch_rows)
         removed += batch
         if batch.rows < batch_rows:
             break
-    await retention.delete_runs(run_ids)
+    await store.retention.delete_runs(run_ids)
     return removed
 
 
@@ -138,7 +146,7 @@ async def prune(
             if dry_run:
                 removed += await retention.log_size(ids)
             else:
-                removed += await remove_runs(retention, ids, batch_rows=batch_rows)
+                removed += await remove_runs(store, ids, batch_rows=batch_rows)
         if len(page) < batch_runs:
             break
     return PruneReport(
@@ -183,7 +191,7 @@ async def delete_run(
         raise RunIsLive(run_id, live.run_id, live.status.value)
     ids = [info.run_id for info in family]
     theirs = {} if blobs is None else await _blobs_of(store, blobs, ids)
-    removed = await remove_runs(store.retention, ids, batch_rows=batch_rows)
+    removed = await remove_runs(store, ids, batch_rows=batch_rows)
     deleted = freed = kept = 0
     if blobs is not None and theirs:
         _, still = await referenced_blobs(store, blobs)

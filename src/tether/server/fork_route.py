@@ -15,8 +15,9 @@ from tether.server.schemas import ForkRun, parse_body
 
 async def fork_run(request: Request) -> Response:
     """Fork the run at `at_seq` (or before `before_node`) with `set_outputs` replacing
-    recorded outputs; 201 with the fork's id, queued for the workers. 404 for an unknown
-    run, 422 (nothing created) for a fork point or override the run does not have."""
+    recorded outputs and `set_inputs` the inputs of pending nodes; 201 with the fork's id,
+    queued for the workers. 404 for an unknown run, 422 (nothing created) for a fork point
+    or override the run does not have."""
     server = server_of(request)
     run_id = run_id_of(request)
     body = parse_body(ForkRun, await request.body(), limit=server.limits.max_body_bytes)
@@ -29,6 +30,7 @@ async def fork_run(request: Request) -> Response:
         at_seq=body.at_seq,
         before_node=body.before_node,
         set_outputs=body.set_outputs,
+        set_inputs=body.set_inputs,
         budget=budget,
     )
     view = {"run_id": fork_id, "status": "queued", "forked_from": run_id, "urls": urls(fork_id)}

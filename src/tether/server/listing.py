@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from tether.server.request import server_of
 from tether.server.schemas import BadRequest
 from tether.store.base import RunFilter, RunInfo, Status
+from tether.store.forks import Origin
 
 if TYPE_CHECKING:
     from tether.server.app import TetherServer
@@ -38,9 +39,9 @@ def urls(run_id: str) -> dict[str, str]:
     }
 
 
-def row_view(info: RunInfo, now: float) -> dict[str, Any]:
+def row_view(info: RunInfo, now: float, origin: Origin | None = None) -> dict[str, Any]:
     """A runs-table row; `state` tells a live owner (`running`) from a dead one
-    (`orphaned`), `lease_left_s` by the store's clock."""
+    (`orphaned`), `lease_left_s` by the store's clock; `forked_from` a fork's source and seq."""
     return {
         "run_id": info.run_id,
         "agent": info.agent,
@@ -49,6 +50,7 @@ def row_view(info: RunInfo, now: float) -> dict[str, Any]:
         "lease_left_s": info.lease_left(now),
         "reason": info.reason,
         "parent_run_id": info.parent_run_id,
+        "forked_from": None if origin is None else origin.to_json(),
         "created_at": info.created_at,
         "updated_at": info.updated_at,
         "owner": info.owner,  # made opaque by Publisher.view before it is sent
@@ -93,9 +95,10 @@ async def list_runs(request: Request) -> Response:
         given = {k: v for k, v in q.items() if k not in ("limit", "offset") and v != ""}
         next_url = "/v1/runs?" + urlencode({**given, "limit": limit, "offset": offset + limit})
     now = await server.store.runs.clock()
+    origins = await server.store.forks.origins([info.run_id for info in rows[:limit]])
     runs = []
     for info in rows[:limit]:
-        view = await _view(server, info, now, usage=flags["usage"])
+        view = await _view(server, info, now, usage=flags["usage"], origin=origins.get(info.run_id))
         if flags["children"]:
             children = await server.store.runs.list(
                 where=RunFilter(run_id_prefix=info.run_id + "."), limit=MAX_CHILDREN + 1
@@ -111,8 +114,10 @@ async def list_runs(request: Request) -> Response:
     return JSONResponse({"runs": runs, "next": next_url})
 
 
-async def _view(server: TetherServer, info: RunInfo, now: float, *, usage: bool) -> dict[str, Any]:
-    view = row_view(info, now)
+async def _view(
+    server: TetherServer, info: RunInfo, now: float, *, usage: bool, origin: Origin | None = None
+) -> dict[str, Any]:
+    view = row_view(info, now, origin)
     if usage:
         view["usage"] = await usage_view(server, info.run_id)
     return server.publish.view(view, info.run_id)

@@ -175,10 +175,14 @@ def document() -> dict[str, Any]:
             ),
         },
         "/v1/runs/{run_id}": {"get": _op(
-            "status, budget used, counts, timings and nodes of a run",
-            {"200": {"description": "the run", "content": _json("Run")}, **_UNKNOWN},
+            "status, budget used, counts, timings and nodes of a run; with `at`, as they "
+            "were once the record at that seq was (graph, budget and outputs)",
+            {"200": {"description": "the run", "content": _json("Run")}, **_UNKNOWN,
+             "400": _err("`at` is not a seq")},
             parameters=[_RUN_ID, {"name": "outputs", "in": "query", "required": False,
-                                  "schema": {"type": "string", "enum": ["0", "1"]}}],
+                                  "schema": {"type": "string", "enum": ["0", "1"]}},
+                        {"name": "at", "in": "query", "required": False,
+                         "schema": {"type": "integer", "minimum": 0}}],
         )},
         "/v1/runs/{run_id}/events": {"get": _op(
             "the run's records as Server-Sent Events (id = seq), resumable",
@@ -211,7 +215,9 @@ def document() -> dict[str, Any]:
         )},
         "/v1/runs/{run_id}/fork": {"post": _op(
             "a new queued run whose history is this run's records up to `at_seq` (or before "
-            "`before_node` was recorded), with `set_outputs` replacing recorded outputs",
+            "`before_node` was recorded), with `set_outputs` replacing recorded outputs and "
+            "`set_inputs` the inputs of nodes pending there; the fork references the source's "
+            "records instead of copying them",
             {"201": {"description": "the fork, queued", "content": _json("RunForked")},
              **_UNKNOWN, **bad},
             parameters=[_RUN_ID],

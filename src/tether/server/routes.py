@@ -33,6 +33,7 @@ from tether.errors import (
     UnknownAgent,
     UnknownRun,
     UnknownSchedule,
+    UnknownSeq,
 )
 from tether.ids import new_run_id
 from tether.inspect import rate_wait_ms, run_view
@@ -140,8 +141,12 @@ async def get_run(request: Request) -> Response:
     info = await server.store.runs.get(run_id)
     if info is None:
         raise UnknownRun(run_id)
-    graph = await server.runtime.load(run_id)
+    at = request.query_params.get("at")
+    if at is not None and not (at.isascii() and at.isdigit() and len(at) <= 18):
+        raise BadRequest(400, "bad_at", "?at= must be a seq (an integer >= 0)")
+    graph = await server.runtime.load(run_id, at_seq=None if at is None else int(at))
     view = run_view(graph, outputs=request.query_params.get("outputs") in ("1", "true"))
+    view["at_seq"] = None if at is None else int(at)
     publish = server.publish
     first = graph.started
     view.update(
@@ -331,6 +336,7 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         RunBusy: (409, "run_busy"),
         BadInput: (422, "bad_input"),
         BadFork: (422, "bad_fork"),
+        UnknownSeq: (404, "unknown_seq"),
         CannotUpgrade: (422, "cannot_upgrade"),
         BadRunId: (400, "bad_run_id"),
         UnknownAgent: (422, "unknown_agent"),

@@ -96,6 +96,9 @@ class ForkRun(BaseModel):
     set_outputs: dict[str, Any] | None = Field(
         default=None, description="node id -> output replacing the one recorded"
     )
+    set_inputs: dict[str, Any] | None = Field(
+        default=None, description="node id -> input replacing that of a node pending there"
+    )
     budget: BudgetIn | None = Field(
         default=None, description="new limits; fields left out keep the source's ones"
     )

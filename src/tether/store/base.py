@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from tether.status import Status as Status  # re-exported: stores speak of run status
 
 if TYPE_CHECKING:
+    from tether.store.forks import ForkTable
     from tether.store.rates import RateLimits
     from tether.store.retention import Retention
     from tether.store.schedules import Schedules
@@ -87,7 +88,8 @@ class LogStore(ABC):
 
     @abstractmethod
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
-        """Return the run's records with seq > after_seq, in seq order."""
+        """Return the run's records with seq > after_seq, in seq order; a fork's include
+        the rows it references (`tether.store.forks`)."""
 
     async def read_all(self, run_id: str) -> list[bytes]:
         """Return the run's record bytes in seq order (the rehydration path)."""
@@ -341,8 +343,8 @@ class Leases(ABC):
 
 
 class Store(ABC):
-    """A backend: the log, the runs table, the leases, retention, the workers table, shared
-    model rate limits and schedules over one database."""
+    """A backend: the log, the runs table, the leases, retention, forks, the workers table,
+    shared model rate limits and schedules over one database."""
 
     url: str
     log: LogStore
@@ -351,6 +353,7 @@ class Store(ABC):
     retention: Retention
     rates: RateLimits
     schedules: Schedules
+    forks: ForkTable
     workers: Workers
 
     @abstractmethod

@@ -25,6 +25,7 @@ from tether.store.base import (
     Store,
     Stranded,
 )
+from tether.store.forks import ForkTable, Origin, Segment, plan_copies
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.memory_flow import MemoryRates, MemorySchedules
 from tether.store.retention import FINISHED, Retention, Rows
@@ -37,6 +38,8 @@ class _State:
         self.runs: dict[str, RunInfo] = {}
         self.cancels: set[str] = set()  # the runs_table's cancel_requested flag
         self.wake_at: dict[str, float] = {}  # the runs table's wake_at column, when set
+        self.refs: dict[str, list[Segment]] = {}  # a fork's references (run_refs)
+        self.origins: dict[str, Origin] = {}  # where a fork came from (run_forks)
 
 
 class MemoryLog(LogStore):
@@ -49,6 +52,11 @@ class MemoryLog(LogStore):
         log = self._s.logs.setdefault(run_id, {})
         info = self._s.runs.get(run_id)
         current = info.epoch if info is not None else None
+        if (epoch is None or current == epoch) and len(entries) == 1:
+            seq, record = entries[0]
+            if seq not in log:  # the common append: one new record, nothing to judge
+                log[seq] = record
+                return
         # What the SQL stores' insert does: skip taken seqs, or everything when fenced off.
         fresh: dict[int, bytes] = {}
         if epoch is None or current == epoch:
@@ -64,7 +72,15 @@ class MemoryLog(LogStore):
 
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
         log = self._s.logs.get(run_id, {})
-        return [(seq, log[seq]) for seq in sorted(log) if seq > after_seq]
+        rows = [(seq, log[seq]) for seq in log if seq > after_seq]
+        for seg in self._s.refs.get(run_id, ()):
+            source = self._s.logs.get(seg.source_run_id, {})
+            rows += [
+                (seq, source[seq])
+                for seq in range(max(seg.from_seq, after_seq + 1), seg.to_seq + 1)
+                if seq in source
+            ]
+        return sorted(rows)
 
 
 class MemoryRuns(RunTable):
@@ -361,6 +377,8 @@ class MemoryRetention(Retention):
                 self._s.logs.pop(run_id, None)
                 self._s.cancels.discard(run_id)
                 self._s.wake_at.pop(run_id, None)
+                self._s.refs.pop(run_id, None)
+                self._s.origins.pop(run_id, None)
                 done += 1
         return done
 
@@ -374,6 +392,61 @@ class MemoryRetention(Retention):
             yield True
         finally:
             self._locks.discard(name)
+
+
+class MemoryForks(ForkTable):
+    def __init__(self, state: _State, runs: MemoryRuns, log: MemoryLog) -> None:
+        self._s = state
+        self._runs = runs
+        self._log = log
+
+    async def create(
+        self,
+        info: RunInfo,
+        first_record: bytes,
+        origin: Origin,
+        segments: Sequence[Segment],
+        entries: Sequence[tuple[int, bytes]] = (),
+    ) -> None:
+        await self._runs.create(info, first_record)  # nothing awaits in between: one transaction
+        self._s.logs[info.run_id].update(entries)
+        self._s.refs[info.run_id] = sorted(segments)
+        self._s.origins[info.run_id] = origin
+
+    async def rows_at(self, run_id: str, seqs: Sequence[int]) -> dict[int, bytes]:
+        wanted = set(seqs)
+        return {seq: r for seq, r in await self._log.read(run_id) if seq in wanted}
+
+    async def segments(self, run_id: str) -> list[Segment]:
+        return list(self._s.refs.get(run_id, ()))
+
+    async def origins(self, run_ids: Sequence[str]) -> dict[str, Origin]:
+        return {i: self._s.origins[i] for i in run_ids if i in self._s.origins}
+
+    async def forks_of(self, run_id: str) -> list[str]:
+        return sorted(
+            i for i, segs in self._s.refs.items() if any(s.source_run_id == run_id for s in segs)
+        )
+
+    async def detach(self, run_ids: Sequence[str], *, limit: int) -> int:
+        sources = set(run_ids)
+        refs = [
+            (run_id, s.from_seq, s.to_seq, s.source_run_id)
+            for run_id in sorted(self._s.refs)
+            for s in self._s.refs[run_id]
+            if s.source_run_id in sources
+        ]
+        copies = plan_copies(refs, limit)
+        for c in copies:
+            source, log = self._s.logs.get(c.source_run_id, {}), self._s.logs[c.run_id]
+            log.update((s, source[s]) for s in range(c.from_seq, c.to_seq + 1) if s in source)
+            segs = self._s.refs[c.run_id]
+            (seg,) = [s for s in segs if s.from_seq == c.from_seq]
+            segs.remove(seg)
+            if c.rest_from is not None:
+                segs.append(Segment(c.rest_from, seg.to_seq, seg.source_run_id))
+            segs.sort()
+        return sum(c.to_seq - c.from_seq + 1 for c in copies)
 
 
 class MemoryWorkers(Workers):
@@ -408,6 +481,7 @@ class MemoryStore(Store):
         self.runs = MemoryRuns(state)
         self.leases = MemoryLeases(state, self.log)
         self.retention = MemoryRetention(state)
+        self.forks = MemoryForks(state, self.runs, self.log)
         self.workers = MemoryWorkers()
         self.rates = MemoryRates()
         self.schedules = MemorySchedules()

@@ -31,6 +31,7 @@ from tether.errors import StoreNotReady
 from tether.store.base import Store
 from tether.store.postgres_db import PgPool, wrap_errors
 from tether.store.postgres_flow import PostgresRates, PostgresSchedules
+from tether.store.postgres_forks import PostgresForks
 from tether.store.postgres_leases import PostgresLeases
 from tether.store.postgres_log import PostgresLog
 from tether.store.postgres_partitions import log_partitions, partition_log
@@ -54,6 +55,7 @@ class PostgresStore(Store):
         self._leases = PostgresLeases(self._db, self._log.appended)
         self.leases = self._leases
         self.retention = PostgresRetention(self._db, run_info)
+        self.forks = PostgresForks(self._db)
         self.workers = PostgresWorkers(self._db)
         self.rates = PostgresRates(self._db)
         self.schedules = PostgresSchedules(self._db)

@@ -72,6 +72,21 @@ class PostgresLeases(Leases):
     ) -> bool:
         if final is None:
             return await self._release(self._db, run_id, epoch, status, reason, wake_at)
+        seq, record = final
+        async with self._db.connection() as conn:
+            try:  # the common finish: one statement
+                rows = await conn.fetch(
+                    Q["finish"], run_id, epoch, status.value, reason, wake_at, seq, record
+                )
+            except asyncpg.NotNullViolationError as exc:
+                if exc.column_name != "seq":
+                    raise
+                rows = []  # a different record holds the seq: nothing landed; judged below
+        if rows and rows[0][0]:
+            self._on_appended(run_id, seq)
+            return True
+        # Fenced off, released before, or a conflict: step by step, where the judgement
+        # has the facts (and raises, rolling the transaction back).
         async with self._db.connection() as conn, conn.transaction():
             await self._append_final(conn, run_id, epoch, final)
             released = await self._release(conn, run_id, epoch, status, reason, wake_at)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 import asyncpg
 
 from tether.store.base import RunInfo, Status
-from tether.store.postgres_db import PgPool, rowcount
+from tether.store.postgres_db import PgPool
 from tether.store.queries import load_queries
 from tether.store.retention import FINISHED, Retention, Rows
 
@@ -46,8 +46,7 @@ class PostgresRetention(Retention):
         return Rows(int(row[0]), int(row[1]))
 
     async def delete_runs(self, run_ids: Sequence[str]) -> int:
-        done = await self._db.execute(Q["delete_runs"], list(run_ids))
-        return rowcount(done)
+        return int((await self._db.fetch(Q["delete_runs"], list(run_ids)))[0][0])
 
     @contextlib.asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:

@@ -31,6 +31,25 @@ def run_info(row: asyncpg.Record) -> RunInfo:
     )
 
 
+def create_args(
+    info: RunInfo, first_record: bytes, lease_s: float | None = None
+) -> tuple[object, ...]:
+    """The arguments of `create_run`; the clock is the caller's, as in the SQLite store."""
+    return (
+        info.run_id,
+        info.agent,
+        info.status.value,
+        info.parent_run_id,
+        info.reason,
+        clock.now(),
+        info.owner,
+        info.epoch,
+        first_record,
+        lease_s,  # NULL + anything is NULL: no lease
+        info.agent_version,
+    )
+
+
 class PostgresRuns(RunTable):
     def __init__(self, db: PgPool) -> None:
         self._db = db
@@ -39,20 +58,8 @@ class PostgresRuns(RunTable):
         self, info: RunInfo, first_record: bytes, *, lease_s: float | None = None
     ) -> None:
         # One statement inserts the row and seq 0, so a crash never leaves a run without
-        # its first record. The clock is the caller's, as in the SQLite store.
-        args = (
-            info.run_id,
-            info.agent,
-            info.status.value,
-            info.parent_run_id,
-            info.reason,
-            clock.now(),
-            info.owner,
-            info.epoch,
-            first_record,
-            lease_s,  # NULL + anything is NULL: no lease
-            info.agent_version,
-        )
+        # its first record.
+        args = create_args(info, first_record, lease_s)
         async with self._db.connection() as conn:
             try:
                 created = await conn.fetchval(Q["create_run"], *args)

@@ -16,6 +16,7 @@ from tether.store.base import EVERY_RUN, LogStore, RunFilter, RunInfo, RunTable,
 from tether.store.queries import load_migrations, load_queries
 from tether.store.sqlite_append import append_rows
 from tether.store.sqlite_flow import SqliteRates, SqliteSchedules
+from tether.store.sqlite_forks import SqliteForks
 from tether.store.sqlite_leases import SqliteLeases
 from tether.store.sqlite_retention import SqliteRetention
 from tether.store.sqlite_workers import SqliteWorkers
@@ -125,32 +126,37 @@ class SqliteRuns(RunTable):
     async def create(
         self, info: RunInfo, first_record: bytes, *, lease_s: float | None = None
     ) -> None:
-        now = clock.now()  # creation time orders claims; tests set it
-        lease_until = None if lease_s is None else time.time() + lease_s
-
         def work(conn: sqlite3.Connection) -> None:
-            try:
-                conn.execute(
-                    Q["create_run"],
-                    (
-                        info.run_id,
-                        info.agent,
-                        info.status.value,
-                        info.parent_run_id,
-                        info.reason,
-                        now,
-                        now,
-                        info.owner,
-                        info.epoch,
-                        lease_until,
-                        info.agent_version,
-                    ),
-                )
-            except sqlite3.IntegrityError:
-                raise RunExists(info.run_id) from None
-            conn.execute(Q["append"], (info.run_id, 0, first_record))
+            self.insert(conn, info, first_record, lease_s)
 
         await self._db.call(lambda: self._db.transaction(work))
+
+    def insert(
+        self, conn: sqlite3.Connection, info: RunInfo, first_record: bytes, lease_s: float | None
+    ) -> None:
+        """Insert the run's row and seq 0 in the caller's transaction (RunExists if taken)."""
+        now = clock.now()  # creation time orders claims; tests set it
+        lease_until = None if lease_s is None else time.time() + lease_s
+        try:
+            conn.execute(
+                Q["create_run"],
+                (
+                    info.run_id,
+                    info.agent,
+                    info.status.value,
+                    info.parent_run_id,
+                    info.reason,
+                    now,
+                    now,
+                    info.owner,
+                    info.epoch,
+                    lease_until,
+                    info.agent_version,
+                ),
+            )
+        except sqlite3.IntegrityError:
+            raise RunExists(info.run_id) from None
+        conn.execute(Q["append"], (info.run_id, 0, first_record))
 
     async def get(self, run_id: str) -> RunInfo | None:
         row = await self._db.call(lambda: self._db.conn.execute(Q["get_run"], (run_id,)).fetchone())
@@ -227,6 +233,7 @@ class SqliteStore(Store):
         self.runs = SqliteRuns(self._db)
         self.leases = SqliteLeases(self._db)
         self.retention = SqliteRetention(self._db, _info)
+        self.forks = SqliteForks(self._db, self.runs)
         self.workers = SqliteWorkers(self._db)
         self.rates = SqliteRates(self._db)
         self.schedules = SqliteSchedules(self._db)

@@ -70,7 +70,11 @@ class SqliteRetention(Retention):
         ids = json.dumps(list(run_ids))
 
         def work(conn: sqlite3.Connection) -> int:
-            return conn.execute(Q["delete_runs"], (ids,)).rowcount
+            gone = [row[0] for row in conn.execute(Q["delete_runs"], (ids,)).fetchall()]
+            for run_id in gone:  # whoever referenced them had their rows copied first
+                conn.execute(Q["delete_refs"], (run_id,))
+                conn.execute(Q["delete_origin"], (run_id,))
+            return len(gone)
 
         return await self._db.call(lambda: self._db.transaction(work))
 

@@ -56,12 +56,27 @@ SELECT count(pg_notify('tether_log', payload)) FROM unnest($1::text[]) AS payloa
 SELECT seq, record FROM run_log WHERE run_id = $1 AND seq = ANY($2::bigint[]);
 
 -- name: read
--- A run's records after a seq, in order.
-SELECT seq, record FROM run_log WHERE run_id = $1 AND seq > $2 ORDER BY seq;
+-- A run's records after a seq, in order: its own rows and, for a fork, the rows its ranges
+-- reference (store/forks.py). A run that is no fork has no ranges: the second branch is one
+-- probe of run_refs' primary key.
+SELECT seq, record FROM (
+    SELECT seq, record FROM run_log WHERE run_id = $1 AND seq > $2
+    UNION ALL
+    SELECT l.seq, l.record FROM run_refs r
+    JOIN run_log l ON l.run_id = r.source_run_id
+     AND l.seq BETWEEN greatest(r.from_seq, $2 + 1) AND r.to_seq
+    WHERE r.run_id = $1 AND r.to_seq > $2
+) AS rows ORDER BY seq;
 
 -- name: read_all
--- A run's record bytes in order (rehydration).
-SELECT record FROM run_log WHERE run_id = $1 ORDER BY seq;
+-- A run's record bytes in order (rehydration), with what a fork references, as `read`.
+SELECT record FROM (
+    SELECT seq, record FROM run_log WHERE run_id = $1
+    UNION ALL
+    SELECT l.seq, l.record FROM run_refs r
+    JOIN run_log l ON l.run_id = r.source_run_id AND l.seq BETWEEN r.from_seq AND r.to_seq
+    WHERE r.run_id = $1
+) AS rows ORDER BY seq;
 
 -- name: create_run
 -- Insert a run row and its record at seq 0 in one statement; returns 0 if the id is taken.
@@ -259,6 +274,32 @@ SELECT count(*) AS released,
               OR (status = 'waiting' AND wake_at IS NOT NULL))
 FROM released;
 
+-- name: finish
+-- A run's last record and its release (as release does; at epoch $2, or at any epoch when
+-- $2 is NULL) in one statement, one round trip: the UPDATE of the runs row is the fence (a
+-- claim waits for it, or it finds the new epoch and nothing happens), and the record is
+-- inserted only with the release. A different record at the seq aborts the statement (seq
+-- NULL, as in append); an identical one (a retry that had landed) is kept. Returns
+-- (released, inserted, notified); the caller takes the step-by-step path (append_final,
+-- then release, in a transaction) to judge anything but a release that inserted.
+WITH released AS (
+    UPDATE runs SET status = $3, reason = $4, owner = NULL, lease_until = NULL,
+                    updated_at = extract(epoch FROM clock_timestamp()), wake_at = $5
+    WHERE run_id = $1 AND ($2::bigint IS NULL OR epoch = $2)
+    RETURNING status, reason, wake_at
+), final AS (
+    INSERT INTO run_log (run_id, seq, record)
+    SELECT $1, $6, $7 FROM released
+    ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
+    WHERE run_log.record IS DISTINCT FROM EXCLUDED.record
+    RETURNING seq
+)
+SELECT count(*) AS released, (SELECT count(*) FROM final) AS inserted,
+       count(pg_notify('tether_work', $1)) FILTER (
+           WHERE (status = 'paused' AND reason = 'drain') OR status = 'queued'
+              OR (status = 'waiting' AND wake_at IS NOT NULL))
+FROM released;
+
 -- name: append_final
 -- A run's last record, in the transaction that releases it. A taken seq is skipped (DO
 -- NOTHING keeps the transaction usable); the caller then judges what the seq holds.
@@ -374,9 +415,18 @@ WITH doomed AS (
 SELECT count(*), coalesce(sum(size), 0)::bigint FROM gone;
 
 -- name: delete_runs
--- Delete the rows of the finished runs among the given ones.
-DELETE FROM runs
-WHERE run_id = ANY($1::text[]) AND status IN ('succeeded', 'failed', 'cancelled');
+-- Delete the rows of the finished runs among the given ones, with their references and
+-- lineage as forks (forks.sql: whoever referenced them had their rows copied first).
+WITH gone AS (
+    DELETE FROM runs
+    WHERE run_id = ANY($1::text[]) AND status IN ('succeeded', 'failed', 'cancelled')
+    RETURNING run_id
+), refs AS (
+    DELETE FROM run_refs WHERE run_id IN (SELECT run_id FROM gone)
+), origins AS (
+    DELETE FROM run_forks WHERE run_id IN (SELECT run_id FROM gone)
+)
+SELECT count(*) FROM gone;
 
 -- name: try_lock
 -- Take a session-level advisory lock named by text, without waiting; true if taken.

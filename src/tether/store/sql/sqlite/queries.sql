@@ -14,12 +14,24 @@ ON CONFLICT (run_id, seq) DO NOTHING;
 SELECT record FROM run_log WHERE run_id = ? AND seq = ?;
 
 -- name: read
--- A run's records after a seq, in order.
-SELECT seq, record FROM run_log WHERE run_id = ? AND seq > ? ORDER BY seq;
+-- A run's records after a seq, in order: its own rows and, for a fork, the rows its ranges
+-- reference (store/forks.py).
+SELECT seq, record FROM run_log WHERE run_id = ?1 AND seq > ?2
+UNION ALL
+SELECT l.seq, l.record FROM run_refs r
+JOIN run_log l ON l.run_id = r.source_run_id AND l.seq BETWEEN max(r.from_seq, ?2 + 1) AND r.to_seq
+WHERE r.run_id = ?1 AND r.to_seq > ?2
+ORDER BY 1;
 
 -- name: read_all
--- A run's record bytes in order (rehydration).
-SELECT record FROM run_log WHERE run_id = ? ORDER BY seq;
+-- A run's record bytes in order (rehydration), with what a fork references, as `read`.
+SELECT record FROM (
+    SELECT seq, record FROM run_log WHERE run_id = ?1
+    UNION ALL
+    SELECT l.seq, l.record FROM run_refs r
+    JOIN run_log l ON l.run_id = r.source_run_id AND l.seq BETWEEN r.from_seq AND r.to_seq
+    WHERE r.run_id = ?1
+) ORDER BY seq;
 
 -- name: run_epoch
 -- The run's current epoch.
@@ -233,10 +245,20 @@ DELETE FROM run_log WHERE (run_id, seq) IN (
 RETURNING length(record);
 
 -- name: delete_runs
--- Delete the rows of the finished runs among the given ones (a JSON array).
+-- Delete the rows of the finished runs among the given ones (a JSON array); the caller
+-- then deletes their references and lineage as forks (delete_fork_rows).
 DELETE FROM runs
 WHERE run_id IN (SELECT value FROM json_each(?))
-  AND status IN ('succeeded', 'failed', 'cancelled');
+  AND status IN ('succeeded', 'failed', 'cancelled')
+RETURNING run_id;
+
+-- name: delete_refs
+-- Delete the references of a deleted run (whoever referenced it had its rows copied).
+DELETE FROM run_refs WHERE run_id = ?;
+
+-- name: delete_origin
+-- Delete the lineage of a deleted run.
+DELETE FROM run_forks WHERE run_id = ?;
 
 -- name: count_by_status
 -- How many runs have each status (for the runs gauge).

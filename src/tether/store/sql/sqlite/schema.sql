@@ -34,6 +34,28 @@ CREATE INDEX runs_parent_idx ON runs (parent_run_id) WHERE parent_run_id IS NOT 
 CREATE INDEX runs_finished_idx ON runs (updated_at, run_id)
     WHERE parent_run_id IS NULL AND status IN ('succeeded', 'failed', 'cancelled');
 
+-- run_forks: where a fork came from (its source and the seq it was forked at), kept for
+-- lineage even after the source is deleted.
+CREATE TABLE run_forks (
+    run_id TEXT PRIMARY KEY,
+    source_run_id TEXT NOT NULL,
+    source_seq INTEGER NOT NULL
+);
+
+-- run_refs: the seqs from_seq..to_seq of run_id are the rows of source_run_id at those
+-- seqs (the run that holds them, never a fork that references them in turn). A run's own
+-- rows and its ranges never overlap.
+CREATE TABLE run_refs (
+    run_id TEXT NOT NULL,
+    from_seq INTEGER NOT NULL,
+    to_seq INTEGER NOT NULL,
+    source_run_id TEXT NOT NULL,
+    PRIMARY KEY (run_id, from_seq)
+);
+
+-- Deleting a run finds the forks that reference it (to copy what they reference first).
+CREATE INDEX run_refs_source_idx ON run_refs (source_run_id);
+
 CREATE TABLE workers (
     owner TEXT PRIMARY KEY,
     host TEXT NOT NULL,

@@ -1,0 +1,80 @@
+"""Forks on PostgreSQL: a fork's row, seq 0, own rows, references and origin in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from tether.errors import ConflictingRecord, RunExists
+from tether.store.base import RunInfo
+from tether.store.forks import ForkTable, Origin, Segment, plan_copies
+from tether.store.postgres_db import PgPool
+from tether.store.postgres_runs import create_args
+from tether.store.queries import load_queries
+
+Q = load_queries("postgres")
+F = load_queries("postgres", "forks.sql")
+
+
+class PostgresForks(ForkTable):
+    def __init__(self, db: PgPool) -> None:
+        self._db = db
+
+    async def create(
+        self,
+        info: RunInfo,
+        first_record: bytes,
+        origin: Origin,
+        segments: Sequence[Segment],
+        entries: Sequence[tuple[int, bytes]] = (),
+    ) -> None:
+        async with self._db.connection() as conn, conn.transaction():
+            try:
+                created = await conn.fetchval(Q["create_run"], *create_args(info, first_record))
+            except asyncpg.NotNullViolationError as exc:
+                if exc.column_name != "seq":
+                    raise
+                raise ConflictingRecord(info.run_id, 0) from None
+            if created == 0:
+                raise RunExists(info.run_id)
+            if entries:
+                seqs = [seq for seq, _ in entries]
+                await conn.execute(Q["append"], info.run_id, seqs, [r for _, r in entries])
+            await conn.execute(
+                F["add_refs"],
+                info.run_id,
+                [s.from_seq for s in segments],
+                [s.to_seq for s in segments],
+                [s.source_run_id for s in segments],
+            )
+            await conn.execute(
+                F["add_origin"], info.run_id, origin.source_run_id, origin.source_seq
+            )
+
+    async def rows_at(self, run_id: str, seqs: Sequence[int]) -> dict[int, bytes]:
+        rows = await self._db.fetch(F["rows_at"], run_id, list(seqs))
+        return {int(r[0]): r[1] for r in rows}
+
+    async def segments(self, run_id: str) -> list[Segment]:
+        rows = await self._db.fetch(F["segments"], run_id)
+        return [Segment(int(r[0]), int(r[1]), r[2]) for r in rows]
+
+    async def origins(self, run_ids: Sequence[str]) -> dict[str, Origin]:
+        rows = await self._db.fetch(F["origins"], list(run_ids))
+        return {r[0]: Origin(r[1], int(r[2])) for r in rows}
+
+    async def forks_of(self, run_id: str) -> list[str]:
+        return [r[0] for r in await self._db.fetch(F["forks_of"], run_id)]
+
+    async def detach(self, run_ids: Sequence[str], *, limit: int) -> int:
+        async with self._db.connection() as conn, conn.transaction():
+            refs = await conn.fetch(F["refs_to"], list(run_ids), limit)
+            copies = plan_copies((tuple(r) for r in refs), limit)
+            for c in copies:
+                await conn.execute(F["copy_rows"], c.run_id, c.source_run_id, c.from_seq, c.to_seq)
+                if c.rest_from is None:
+                    await conn.execute(F["drop_ref"], c.run_id, c.from_seq)
+                else:
+                    await conn.execute(F["shrink_ref"], c.run_id, c.from_seq, c.rest_from)
+        return sum(c.to_seq - c.from_seq + 1 for c in copies)
