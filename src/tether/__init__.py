@@ -20,7 +20,9 @@ from tether.errors import (
     BadEventPayload,
     BadFork,
     BadInput,
+    BadRateLimit,
     BadRunId,
+    BadSchedule,
     CannotContinue,
     ChildFailed,
     ChildPaused,
@@ -36,6 +38,7 @@ from tether.errors import (
     RunHeldElsewhere,
     RunMustPause,
     RunNotResumable,
+    ScheduleExists,
     StaleEpoch,
     StepBudgetExhausted,
     StepTimeout,
@@ -46,6 +49,7 @@ from tether.errors import (
     UnknownAgent,
     UnknownNodeKind,
     UnknownRun,
+    UnknownSchedule,
     UnknownSeq,
     UnknownWait,
     WaitCompleted,
@@ -54,7 +58,10 @@ from tether.executor import Outcome
 from tether.graph import Graph
 from tether.registry import Registry, resolve_agent
 from tether.runtime import Runtime
+from tether.schedules import Schedules
 from tether.store import RunInfo, Status, Store, store_from_url
+from tether.store.rates import RateLimit
+from tether.store.schedules import Schedule
 
 __version__ = "0.1.0"
 
@@ -62,7 +69,9 @@ __all__ = [
     "BadEventPayload",
     "BadFork",
     "BadInput",
+    "BadRateLimit",
     "BadRunId",
+    "BadSchedule",
     "Budget",
     "CannotContinue",
     "ChildFailed",
@@ -83,6 +92,7 @@ __all__ = [
     "NonDeterministicStep",
     "Outcome",
     "OutputNotSerializable",
+    "RateLimit",
     "RecordTooLarge",
     "Registry",
     "Retry",
@@ -92,6 +102,9 @@ __all__ = [
     "RunMustPause",
     "RunNotResumable",
     "Runtime",
+    "Schedule",
+    "ScheduleExists",
+    "Schedules",
     "Sleep",
     "Spawn",
     "StaleEpoch",
@@ -107,6 +120,7 @@ __all__ = [
     "UnknownAgent",
     "UnknownNodeKind",
     "UnknownRun",
+    "UnknownSchedule",
     "UnknownSeq",
     "UnknownWait",
     "Usage",

@@ -9,7 +9,15 @@ import os
 import sys
 from typing import Any
 
-from tether import commands, commands_deploy, commands_fork, commands_logs, logs
+from tether import (
+    cli_rates,
+    cli_schedules,
+    commands,
+    commands_deploy,
+    commands_fork,
+    commands_logs,
+    logs,
+)
 from tether.errors import TetherError
 from tether.heartbeat import DEFAULT_LEASE_TTL
 from tether.store import Status
@@ -279,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics on this port (0 picks one; needs tether[metrics])",
     )
     worker.add_argument("--metrics-host", default="127.0.0.1", help="address of --metrics-port")
+    worker.add_argument(
+        "--no-schedules", action="store_true", help="leave firing schedules to other workers"
+    )
     _log_format(worker)
     worker.set_defaults(fn=commands.cmd_worker)
 
@@ -318,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     _fork_and_history(sub)
     _deploys(sub)
+    cli_rates.add_limits(sub)
+    cli_schedules.add_schedule(sub)
 
     sig = sub.add_parser("signal", help="deliver an event to a run's wait (e.g. an approval)")
     sig.add_argument("run_id")

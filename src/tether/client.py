@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 try:
     import httpx
@@ -162,6 +163,32 @@ class TetherClient:
         """Move a run to version `to` of its agent's code (the server's code must be that
         version and able to continue it; otherwise ApiError 422 and nothing changes)."""
         return await self._call("POST", f"/v1/runs/{run_id}/upgrade", json={"to": to})
+
+    async def schedules(self) -> dict[str, Any]:
+        """The server's schedules (`{"schedules": [...]}`, by name): cron, agent, input, time
+        zone, next fire time."""
+        return await self._call("GET", "/v1/schedules")
+
+    async def add_schedule(
+        self,
+        name: str,
+        *,
+        cron: str,
+        agent: str,
+        input: Any = None,
+        timezone: str = "UTC",
+        catch_up: str = "skip",
+    ) -> dict[str, Any]:
+        """Add a schedule: workers start a run of `agent` at each `cron` time, once.
+        ApiError 422 (nothing stored) for a bad cron, zone, name or input, 409 for a taken
+        name."""
+        body = {"name": name, "cron": cron, "agent": agent, "input": input,
+                "timezone": timezone, "catch_up": catch_up}  # fmt: skip
+        return await self._call("POST", "/v1/schedules", json=body)
+
+    async def remove_schedule(self, name: str) -> dict[str, Any]:
+        """Remove a schedule (ApiError 404 if there is none); the runs it queued stay."""
+        return await self._call("DELETE", f"/v1/schedules/{quote(name, safe='')}")
 
     async def workers(self) -> dict[str, Any]:
         """The live workers (`{"workers": [...]}`): versions served, runs held, last beat."""

@@ -295,6 +295,7 @@ async def _work(store: Store, args: argparse.Namespace, runtime: Runtime) -> int
         retain=retain,
         retain_every=args.retain_every,
         agents=getattr(args, "agent", None) or (),
+        schedules=not args.no_schedules,
     )
     # A signal handler only sets events (loop.add_signal_handler, so they reach the loop);
     # the worker decides: the first drains, a second cancels what is still in flight.

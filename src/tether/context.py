@@ -14,6 +14,7 @@ from tether.waits import event_of
 if TYPE_CHECKING:
     from tether.executor import RunExecutor
     from tether.registry import Registry
+    from tether.store import Store
 
 
 class Context:
@@ -27,6 +28,9 @@ class Context:
         self.attachments: list[BlobRef] = []
         # Made by the first ctx.step: most handlers take no steps.
         self.journal: StepJournal | None = None
+        # Seconds this attempt's model calls waited for shared rate limits (its record's
+        # `used.rate_wait_ms`).
+        self.rate_wait_s = 0.0
 
     @property
     def run_id(self) -> str:
@@ -35,6 +39,11 @@ class Context:
     @property
     def node_id(self) -> str:
         return self.node.node_id
+
+    @property
+    def store(self) -> Store:
+        """The store the run is recorded in (shared model rate limits live there too)."""
+        return self._run.runtime.store
 
     @property
     def attempt(self) -> int:

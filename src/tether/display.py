@@ -48,6 +48,8 @@ class Progress:
                 self.cost += nc.used.cost
                 line = f"seq {seq:>3}  {short:<10} {nc.kind:<9} {nc.node_id[:8]:<8}"
                 line += f" {nc.used.wall_ms:>5} ms"
+                if nc.used.rate_wait_ms:
+                    line += f" (rate wait {nc.used.rate_wait_ms} ms)"
                 line += "  (fallback)" if nc.fallback else ""
             case "node_failed":
                 nf = record.node_failed
@@ -131,6 +133,8 @@ def graph_tree(graph: Graph, title: str | None = None) -> Tree:
         if nc is not None:
             tokens = nc.used.tokens_in + nc.used.tokens_out
             extra = f"  {tokens} tok" if tokens else ""
+            if nc.used.rate_wait_ms:
+                extra += f"  rate wait {nc.used.rate_wait_ms} ms"
             joins = f"  joins {len(nc.parent_ids)}" if len(nc.parent_ids) > 1 else ""
             text = Text(
                 f"{state.spec.kind} {nid[:8]}  {nc.used.wall_ms} ms{extra}{joins}", style="green"

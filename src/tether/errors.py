@@ -296,6 +296,30 @@ class BudgetSpent(TetherError):
         self.key = key
 
 
+class BadRateLimit(TetherError, ValueError):
+    """A model rate limit with no rate, a rate of 0 or less, or a bad window (nothing stored)."""
+
+
+class BadSchedule(TetherError, ValueError):
+    """A schedule with a bad name, cron expression, time zone, catch-up policy or input."""
+
+
+class ScheduleExists(TetherError):
+    """A schedule with this name exists already (remove it first)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"schedule {name!r} exists already; `tether schedule remove {name}` first")
+        self.name = name
+
+
+class UnknownSchedule(TetherError):
+    """No schedule with this name exists."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no schedule named {name!r} (`tether schedule list` shows them)")
+        self.name = name
+
+
 class UnknownSeq(TetherError, ValueError):
     """A run was asked for at a seq it does not have (`show --at`, `?at=`)."""
 

@@ -552,6 +552,7 @@ class RunExecutor:
             cost=usage.cost,
             model_calls=usage.model_calls,
             wall_ms=int((time.perf_counter() - t0) * 1000),
+            rate_wait_ms=round(ctx.rate_wait_s * 1000),
         )
         output = await self.codec.encode(result.output)
         spawned = await self._specs(spec.node_id, result.spawn) if result.spawn else ()

@@ -62,6 +62,7 @@ def node_view(graph: Graph, node_id: str, *, outputs: bool = False) -> dict[str,
             started_at_us=nc.started_at_us,
             finished_at_us=nc.finished_at_us,
             wall_ms=nc.used.wall_ms,
+            rate_wait_ms=nc.used.rate_wait_ms,
             tokens_in=nc.used.tokens_in,
             tokens_out=nc.used.tokens_out,
             cost=nc.used.cost,
@@ -111,6 +112,11 @@ def limits_view(lim: BudgetLimits) -> dict[str, Any]:
     }
 
 
+def rate_wait_ms(graph: Graph) -> int:
+    """Milliseconds the run's recorded nodes waited for shared model rate limits."""
+    return sum(s.completed.used.rate_wait_ms for s in graph.nodes.values() if s.completed)
+
+
 def _used_view(u: BudgetUsed) -> dict[str, Any]:
     return {
         "tokens_in": u.tokens_in,
@@ -118,6 +124,7 @@ def _used_view(u: BudgetUsed) -> dict[str, Any]:
         "cost": u.cost,
         "model_calls": u.model_calls,
         "wall_ms": u.wall_ms,
+        "rate_wait_ms": u.rate_wait_ms,
     }
 
 

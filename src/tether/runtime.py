@@ -49,6 +49,7 @@ from tether.records import (
     run_started,
 )
 from tether.registry import Registry, resolve_agent
+from tether.schedules import Schedules
 from tether.store.base import Claim, RunInfo, Status, Store
 from tether.values import DEFAULT_OFFLOAD_THRESHOLD, ValueCodec
 from tether.writer import RecordWriter
@@ -98,6 +99,11 @@ class Runtime:
         self.executing: dict[str, RunExecutor] = {}
         # Runs started or resumed here are owned under a lease, as a worker's claims are.
         self.heartbeat = Heartbeat(store.leases, self.owner, lease_ttl, self.request_cancel)
+
+    @property
+    def schedules(self) -> Schedules:
+        """Add, list and remove the store's schedules; fire the due ones."""
+        return Schedules(self)
 
     @property
     def lease_ttl(self) -> float:

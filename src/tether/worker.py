@@ -50,6 +50,7 @@ class Worker:
         retain: float | None = None,
         retain_every: float = DEFAULT_RETAIN_EVERY,
         agents: Iterable[str] = (),
+        schedules: bool = True,
     ) -> None:
         if lease_ttl <= 0 or concurrency <= 0:
             raise ValueError("lease_ttl and concurrency must be positive")
@@ -64,6 +65,8 @@ class Worker:
         # Prune runs finished longer ago than this, every `retain_every` seconds.
         self.retain = retain
         self.retain_every = retain_every
+        # Fire the store's due schedules (every worker may: each fire time runs once).
+        self.schedules = schedules
         self.stopping = asyncio.Event()
         self.counts: Counter[str] = Counter()
         self._held: dict[str, Claim] = {}
@@ -106,14 +109,16 @@ class Worker:
             beat = tg.create_task(self._heartbeat())
             advert = tg.create_task(self._advertising())
             retain = tg.create_task(self._retain()) if self.retain is not None else None
+            fire = tg.create_task(self._fire_schedules()) if self.schedules else None
             await self._claim_loop(tg)
             log.info("%s: draining %d runs", self.owner, len(self._tasks))
             while self._tasks:
                 await asyncio.wait(list(self._tasks.values()))
             beat.cancel()
             advert.cancel()
-            if retain is not None:
-                retain.cancel()
+            for task in (retain, fire):
+                if task is not None:
+                    task.cancel()
         try:
             await self.runtime.store.workers.leave(self.owner)
         except StoreError as exc:  # its row ages out after its TTL
@@ -149,6 +154,21 @@ class Worker:
                         report.seconds,
                     )
             await self._until_stopped(asyncio.sleep(self.retain_every))
+
+    async def _fire_schedules(self) -> None:
+        # Sleeps until the next fire time, or `poll` at most (a schedule added meanwhile).
+        schedules = self.runtime.schedules
+        while not self.stopping.is_set():
+            due_in: float | None = None
+            try:
+                queued, due_in = await schedules.fire_due()
+            except StoreError as exc:
+                log.warning("%s: firing schedules failed (%s)", self.owner, exc)
+            else:
+                if queued:
+                    self._count("scheduled", len(queued))
+            wait = self.poll if due_in is None else min(self.poll, max(0.005, due_in))
+            await self._until_stopped(asyncio.sleep(wait))
 
     # -- claiming ----------------------------------------------------------------
 

@@ -10,7 +10,9 @@ import pytest
 from tether import Budget, Runtime, Status, Store
 from tether.agent import Agent, tool
 from tether.agent.conversation import Conversations
-from tether.agent.localserver import (
+from tether.agent.messages import Message as ChatMessage
+from tether.context import Context
+from tether.testing import (
     LocalModelServer,
     Message,
     ToolCall,
@@ -18,8 +20,6 @@ from tether.agent.localserver import (
     Turn,
     serve_local_models,
 )
-from tether.agent.messages import Message as ChatMessage
-from tether.context import Context
 
 TURNS = 5
 

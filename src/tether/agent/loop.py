@@ -14,6 +14,7 @@ from tether.agent.mcp import MCPServer, tool_names
 from tether.agent.messages import Message, ToolSpec
 from tether.agent.pricing import cost_of
 from tether.agent.providers import Provider, provider_for
+from tether.agent.ratelimits import RateGate, estimate_tokens
 from tether.agent.retries import with_retries
 from tether.agent.tools import Tool, ToolArgumentsError
 from tether.context import Context
@@ -21,6 +22,7 @@ from tether.core import Budget, Handler, Node, NodeResult, Spawn, Usage, Wait
 from tether.executor import Outcome
 from tether.registry import CompatibleFn, Registry, version_hash
 from tether.runtime import Runtime
+from tether.store.rates import RateLimit
 from tether.waits import WAIT_KIND
 
 # What answers a tool call's approval: approve, reject with a reason, or approve with edited
@@ -77,6 +79,8 @@ class Agent:
         model_attempts: int = 6,
         version: str | None = None,
         compatible: Iterable[str] | CompatibleFn | None = None,
+        rate_key: str | None = None,
+        rate_limits: Sequence[RateLimit] = (),
     ) -> None:
         self.name = name
         # What a parent agent's model calls this agent by (names are global, tool names local).
@@ -88,6 +92,10 @@ class Agent:
         self.base_url = base_url
         self.api_key = api_key
         self.model_attempts = model_attempts
+        # The shared rate limit its model calls take from (default: the model, e.g.
+        # "openai:gpt-4.1"; name an API key to share one limit across models), and limits
+        # this code brings, stored unless one is set already (`tether limits set --model`).
+        self.rate_gate = RateGate(rate_key or model, rate_limits)
         self.tools: dict[str, Tool] = {}
         self.subagents: dict[str, Agent] = {}
         self.mcp_servers: list[MCPServer] = []
@@ -225,8 +233,17 @@ class Agent:
             else contextlib.nullcontext(None)
         )
         with span as traced:
+            tokens = estimate_tokens(self.system, messages, specs)
+            # Made before the limit is taken: a new SDK client takes a while to set up, and
+            # the call should reach the provider as soon as the limit lets it start.
+            provider = self.provider
             reply = await with_retries(
-                lambda: self.provider.complete(self.system, messages, specs, on_token),
+                lambda: self.rate_gate.call(
+                    ctx,
+                    tokens,
+                    provider,
+                    lambda: provider.complete(self.system, messages, specs, on_token),
+                ),
                 attempts=self.model_attempts,
                 on_retry=ctx.emit,
             )

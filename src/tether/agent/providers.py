@@ -5,13 +5,35 @@ from __future__ import annotations
 import json
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 from tether.agent.messages import Message, ModelReply, OnToken, ToolCallRequest, ToolSpec
 
+# What to await right before a model request's bytes are sent (the shared rate limit's
+# wait, set by `tether.agent.ratelimits`): as late as can be, so the time a call is let
+# start is the time the provider sees it, not that plus the SDK's first-call set-up.
+BEFORE_SEND: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar(
+    "tether_before_send", default=None
+)
+
+
+async def _before_send(request: object) -> None:
+    hook = BEFORE_SEND.get()
+    if hook is not None:
+        await hook()
+
 
 class Provider(ABC):
-    """One model behind one SDK client; SDK retries are off, the caller owns retrying."""
+    """One model behind one SDK client; SDK retries are off, the caller owns retrying.
+
+    A provider whose requests await `BEFORE_SEND` (as the built-in ones do, through their
+    HTTP client's request hook) says so with `awaits_before_send`; for any other, the
+    caller waits before calling `complete`.
+    """
+
+    awaits_before_send = False
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -35,6 +57,8 @@ def _loads(raw: str) -> Any:
 class OpenAIChat(Provider):
     """OpenAI Chat Completions, or any endpoint that speaks it (`base_url`)."""
 
+    awaits_before_send = True
+
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None):
         import openai
 
@@ -43,6 +67,7 @@ class OpenAIChat(Provider):
             base_url=base_url,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "unset",
             max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(event_hooks={"request": [_before_send]}),
         )
 
     @staticmethod
@@ -132,6 +157,8 @@ class OpenAIChat(Provider):
 class AnthropicMessages(Provider):
     """Anthropic Messages."""
 
+    awaits_before_send = True
+
     def __init__(
         self,
         model: str,
@@ -148,6 +175,7 @@ class AnthropicMessages(Provider):
             base_url=base_url,
             api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "unset",
             max_retries=0,
+            http_client=anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [_before_send]}),
         )
 
     @staticmethod

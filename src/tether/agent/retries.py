@@ -12,6 +12,8 @@ from tether.errors import TetherError
 T = TypeVar("T")
 log = logging.getLogger("tether.agent")
 _RETRY_STATUS = {408, 409, 429}
+# How long a 429 without Retry-After holds every worker's calls on the model back.
+DEFAULT_BLOCK = 1.0
 
 
 class ModelError(TetherError):
@@ -48,6 +50,15 @@ def retry_after(headers: Mapping[str, str] | None) -> float | None:
         except ValueError:
             continue  # an HTTP date: fall back to our own backoff
     return None
+
+
+def throttled(exc: BaseException) -> float | None:
+    """For a provider's 429: the seconds it asked for (DEFAULT_BLOCK if it did not say)."""
+    status, headers = _status_and_headers(exc)
+    if status != 429:
+        return None
+    wait = retry_after(headers)
+    return DEFAULT_BLOCK if wait is None else wait
 
 
 def classify(exc: BaseException) -> tuple[bool, float | None]:

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.server.schemas import ForkRun, ResumeRun, StartRun, UpgradeRun
+from tether.server.schemas import AddSchedule, ForkRun, ResumeRun, StartRun, UpgradeRun
 from tether.store.base import Status
 
 _REF = "#/components/schemas/{model}"
@@ -42,7 +42,7 @@ _LIST_FLAGS = (
 @cache
 def document() -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    for model in (StartRun, ResumeRun, ForkRun, UpgradeRun):
+    for model in (StartRun, ResumeRun, ForkRun, UpgradeRun, AddSchedule):
         full = model.model_json_schema(ref_template=_REF)
         schemas.update(full.pop("$defs", {}))
         schemas[model.__name__] = full
@@ -91,6 +91,30 @@ def document() -> dict[str, Any]:
                 "status": {"type": "string"},
                 "urls": obj,
             },
+        },
+        Schedule={
+            "type": "object",
+            "required": ["name", "cron", "agent", "timezone", "catch_up", "next_at"],
+            "properties": {
+                "name": {"type": "string"},
+                "cron": {"type": "string"},
+                "agent": {"type": "string"},
+                "input": {},
+                "timezone": {"type": "string"},
+                "catch_up": {"type": "string"},
+                "created_at": {"type": "number"},
+                "next_at": {"type": "number"},
+            },
+        },
+        Schedules={
+            "type": "object",
+            "required": ["schedules"],
+            "properties": {"schedules": {"type": "array", "items": obj}},
+        },
+        ScheduleRemoved={
+            "type": "object",
+            "required": ["name", "removed"],
+            "properties": {"name": {"type": "string"}, "removed": {"type": "boolean"}},
         },
         RunList={
             "type": "object",
@@ -213,6 +237,25 @@ def document() -> dict[str, Any]:
         "/v1/workers": {"get": _op(
             "the live workers: agent versions served, runs held, last heartbeat",
             {"200": {"description": "the workers", "content": _json("Workers")}},
+        )},
+        "/v1/schedules": {
+            "get": _op(
+                "the schedules: cron, agent, input, time zone, next fire time",
+                {"200": {"description": "the schedules", "content": _json("Schedules")}},
+            ),
+            "post": _op(
+                "add a schedule: workers start a run of `agent` at each `cron` time, once",
+                {"201": {"description": "added", "content": _json("Schedule")}, **bad,
+                 "409": _err("a schedule with this name exists")},
+                requestBody={"required": True, "content": _json("AddSchedule")},
+            ),
+        },
+        "/v1/schedules/{name}": {"delete": _op(
+            "remove a schedule (the runs it queued stay)",
+            {"200": {"description": "removed", "content": _json("ScheduleRemoved")},
+             "404": _err("no such schedule")},
+            parameters=[{"name": "name", "in": "path", "required": True,
+                         "schema": {"type": "string", "minLength": 1, "maxLength": 200}}],
         )},
         "/v1/runs/{run_id}/signals/{key}": {"post": _op(
             "deliver an event (the body is its JSON payload) to the run's wait `key`; "

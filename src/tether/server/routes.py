@@ -19,6 +19,7 @@ from tether.errors import (
     BadFork,
     BadInput,
     BadRunId,
+    BadSchedule,
     BudgetSpent,
     CorruptRecord,
     EventRefused,
@@ -26,15 +27,17 @@ from tether.errors import (
     RunExists,
     RunHeldElsewhere,
     RunNotResumable,
+    ScheduleExists,
     StoreError,
     StoreUnavailable,
     TetherError,
     UnknownAgent,
     UnknownRun,
+    UnknownSchedule,
     UnknownSeq,
 )
 from tether.ids import new_run_id
-from tether.inspect import run_view
+from tether.inspect import rate_wait_ms, run_view
 from tether.runtime import parse_config
 from tether.server.blob_route import get_blob
 from tether.server.console import console_page, run_children, run_page
@@ -45,6 +48,7 @@ from tether.server.limits import BodyTooLarge, TooMany
 from tether.server.listing import list_runs, row_view, urls
 from tether.server.openapi import openapi
 from tether.server.request import run_id_of, server_of
+from tether.server.schedule_route import add_schedule, list_schedules, remove_schedule
 from tether.server.schemas import BadRequest, ResumeRun, StartRun, loads, parse_body
 from tether.store.base import Status
 
@@ -153,6 +157,7 @@ async def get_run(request: Request) -> Response:
             "updated_at": info.updated_at,
             "last_record_at_us": graph.last_at_us,
             "wall_ms": graph.wall_ms(),
+            "rate_wait_ms": rate_wait_ms(graph),
         },
         row=publish.view(row_view(info, await server.store.runs.clock()), run_id),
         urls=urls(run_id),
@@ -337,6 +342,9 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         CannotUpgrade: (422, "cannot_upgrade"),
         BadRunId: (400, "bad_run_id"),
         UnknownAgent: (422, "unknown_agent"),
+        BadSchedule: (422, "bad_schedule"),
+        ScheduleExists: (409, "schedule_exists"),
+        UnknownSchedule: (404, "unknown_schedule"),
         StoreUnavailable: (503, "store_unavailable"),
         CorruptRecord: (500, "corrupt_record"),
     }.get(type(exc), (500, "internal"))
@@ -371,6 +379,9 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/fork", fork_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/upgrade", upgrade_run, methods=["POST"]),
         Route("/v1/workers", list_workers, methods=["GET"]),
+        Route("/v1/schedules", list_schedules, methods=["GET"]),
+        Route("/v1/schedules", add_schedule, methods=["POST"]),
+        Route("/v1/schedules/{name}", remove_schedule, methods=["DELETE"]),
         Route("/v1/runs/{run_id}/signals/{key}", signal_run, methods=["POST"]),
         Route("/v1/blobs/{sha256}", get_blob, methods=["GET"]),
         Route("/", console_page, methods=["GET"]),

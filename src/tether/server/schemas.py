@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -44,6 +44,21 @@ class StartRun(BaseModel):
     agent: str = Field(min_length=1, max_length=200, description="an agent this server runs")
     input: Any = Field(default=None, description="the run's input, any JSON value")
     budget: BudgetIn | None = None
+
+
+class AddSchedule(BaseModel):
+    """POST /v1/schedules."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, description="letters, digits, '_' and '-'")
+    cron: str = Field(min_length=1, max_length=200, description="5 fields, or 6 with seconds first")
+    agent: str = Field(min_length=1, max_length=200, description="an agent this server runs")
+    input: Any = Field(default=None, description="each run's input, any JSON value")
+    timezone: str = Field(default="UTC", min_length=1, max_length=100, description="IANA zone")
+    catch_up: Literal["skip", "once"] = Field(
+        default="skip", description="times missed while no worker ran: skip, or run once"
+    )
 
 
 class ResumeRun(BaseModel):

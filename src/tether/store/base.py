@@ -12,7 +12,9 @@ from tether.status import Status as Status  # re-exported: stores speak of run s
 
 if TYPE_CHECKING:
     from tether.store.forks import ForkTable
+    from tether.store.rates import RateLimits
     from tether.store.retention import Retention
+    from tether.store.schedules import Schedules
     from tether.store.workers import Workers
 
 # The reason of a run paused by a drain (SIGTERM): such a run is runnable again at once,
@@ -341,14 +343,16 @@ class Leases(ABC):
 
 
 class Store(ABC):
-    """A backend: the log, the runs table, the leases, retention, forks and the workers table
-    over one database."""
+    """A backend: the log, the runs table, the leases, retention, forks, the workers table,
+    shared model rate limits and schedules over one database."""
 
     url: str
     log: LogStore
     runs: RunTable
     leases: Leases
     retention: Retention
+    rates: RateLimits
+    schedules: Schedules
     forks: ForkTable
     workers: Workers
 

@@ -27,6 +27,7 @@ from tether.store.base import (
 )
 from tether.store.forks import ForkTable, Origin, Segment, plan_copies
 from tether.store.judgement import AppendFacts, judge_append
+from tether.store.memory_flow import MemoryRates, MemorySchedules
 from tether.store.retention import FINISHED, Retention, Rows
 from tether.store.workers import WorkerInfo, Workers
 
@@ -482,6 +483,8 @@ class MemoryStore(Store):
         self.retention = MemoryRetention(state)
         self.forks = MemoryForks(state, self.runs, self.log)
         self.workers = MemoryWorkers()
+        self.rates = MemoryRates()
+        self.schedules = MemorySchedules()
 
     async def open(self) -> None:
         return None

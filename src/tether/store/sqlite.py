@@ -15,6 +15,7 @@ from tether.errors import RunExists, StaleEpoch, StoreError, StoreNotReady, Unkn
 from tether.store.base import EVERY_RUN, LogStore, RunFilter, RunInfo, RunTable, Status, Store
 from tether.store.queries import load_migrations, load_queries
 from tether.store.sqlite_append import append_rows
+from tether.store.sqlite_flow import SqliteRates, SqliteSchedules
 from tether.store.sqlite_forks import SqliteForks
 from tether.store.sqlite_leases import SqliteLeases
 from tether.store.sqlite_retention import SqliteRetention
@@ -234,6 +235,8 @@ class SqliteStore(Store):
         self.retention = SqliteRetention(self._db, _info)
         self.forks = SqliteForks(self._db, self.runs)
         self.workers = SqliteWorkers(self._db)
+        self.rates = SqliteRates(self._db)
+        self.schedules = SqliteSchedules(self._db)
 
     async def open(self) -> None:
         await self._db.open()

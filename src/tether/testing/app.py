@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
@@ -26,6 +28,8 @@ from tether.testing.scripts import MODEL_PREFIX, Script, ScriptError, ScriptRegi
 from tether.testing.turns import Turn
 
 log = logging.getLogger(__name__)
+# When the request being handled arrived, before its body was read or parsed.
+_ARRIVED: ContextVar[float] = ContextVar("localserver_arrived", default=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,8 @@ class LoggedRequest:
     body: Mapping[str, Any]
     reply: Reply | None = None
     error: str | None = None
+    # When the request reached the server (seconds since the epoch): what rate tests count.
+    at: float = field(default_factory=lambda: _ARRIVED.get() or time.time())
 
 
 class LocalModelServer:
@@ -111,6 +117,7 @@ class LocalModelServer:
 
     def _endpoint(self, dialect: Dialect) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
+            _ARRIVED.set(time.time())
             return await self._handle(dialect, request)
 
         return endpoint

@@ -65,18 +65,20 @@ class BudgetLimits(_message.Message):
     def __init__(self, max_nodes: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_cost: _Optional[float] = ..., max_wall_ms: _Optional[int] = ..., max_turns: _Optional[int] = ...) -> None: ...
 
 class BudgetUsed(_message.Message):
-    __slots__ = ("tokens_in", "tokens_out", "wall_ms", "cost", "model_calls")
+    __slots__ = ("tokens_in", "tokens_out", "wall_ms", "cost", "model_calls", "rate_wait_ms")
     TOKENS_IN_FIELD_NUMBER: _ClassVar[int]
     TOKENS_OUT_FIELD_NUMBER: _ClassVar[int]
     WALL_MS_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
     MODEL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    RATE_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     tokens_in: int
     tokens_out: int
     wall_ms: int
     cost: float
     model_calls: int
-    def __init__(self, tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., wall_ms: _Optional[int] = ..., cost: _Optional[float] = ..., model_calls: _Optional[int] = ...) -> None: ...
+    rate_wait_ms: int
+    def __init__(self, tokens_in: _Optional[int] = ..., tokens_out: _Optional[int] = ..., wall_ms: _Optional[int] = ..., cost: _Optional[float] = ..., model_calls: _Optional[int] = ..., rate_wait_ms: _Optional[int] = ...) -> None: ...
 
 class NodeSpec(_message.Message):
     __slots__ = ("node_id", "kind", "parent_ids", "input", "wait")

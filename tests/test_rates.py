@@ -1,0 +1,105 @@
+"""Shared model rate limits on the agent's model calls: waits in the timings, 429s shared."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.rate_agents import answer
+from tether import Runtime, Status, Store
+from tether.agent import Agent
+from tether.inspect import rate_wait_ms
+from tether.store import store_from_url
+from tether.testing import LocalModelServer, RateLimited, serve_local_models
+
+MODEL = "openai:script:rated"
+
+
+@pytest.fixture
+async def models() -> AsyncIterator[LocalModelServer]:
+    async with serve_local_models({"rated": answer}) as server:
+        yield server
+
+
+def agent(models: LocalModelServer, name: str, **kw: object) -> Agent:
+    return Agent(name, model=MODEL, base_url=models.openai_base_url, api_key="k", **kw)  # type: ignore[arg-type]
+
+
+async def test_calls_wait_for_the_limit_given_in_code_and_the_wait_is_recorded(
+    store: Store, models: LocalModelServer
+) -> None:
+    from tether.store.rates import RateLimit
+
+    limited = agent(models, "limited", rate_limits=[RateLimit(MODEL, requests=2, per=1.0)])
+    async with limited:
+        rt = Runtime(store)
+        outcomes = await asyncio.gather(*[limited.run(rt, f"q{i}") for i in range(3)])
+    assert [o.status for o in outcomes] == [Status.SUCCEEDED] * 3
+    # Two calls a second, spaced: the second and third waited, and their nodes say so.
+    waits = sorted(rate_wait_ms(o.graph) for o in outcomes)
+    assert waits[0] == 0 and waits[1] > 0 and waits[2] > waits[1]
+    assert len(models.requests) == 3
+    [state] = await store.rates.all()
+    assert state.limit == RateLimit(MODEL, requests=2, per=1.0)
+
+
+async def test_a_limit_set_by_hand_wins_over_the_one_in_code(
+    store: Store, models: LocalModelServer
+) -> None:
+    from tether.store.rates import RateLimit
+
+    await store.rates.set(RateLimit(MODEL, requests=1000))
+    fast = agent(models, "fast", rate_limits=[RateLimit(MODEL, requests=1, per=3600.0)])
+    async with fast:
+        rt = Runtime(store)
+        outcomes = [await fast.run(rt, f"q{i}") for i in range(2)]
+    assert all(rate_wait_ms(o.graph) < 1000 for o in outcomes)
+    assert [s.limit for s in await store.rates.all()] == [RateLimit(MODEL, requests=1000)]
+
+
+async def test_a_429_holds_back_every_worker_for_its_retry_after(
+    durable_store_url: str, models: LocalModelServer
+) -> None:
+    """Three runtimes on their own connections (three workers): one gets a 429 asking for
+    1.5 s; the others, started after it, send nothing until that time has passed."""
+    stores = [store_from_url(durable_store_url) for _ in range(3)]
+    for s in stores:
+        await s.open()
+    try:
+        models.inject(RateLimited(retry_after=1.5))
+        first = agent(models, "first")
+        async with first:
+            run_a = asyncio.ensure_future(first.run(Runtime(stores[0]), "a"))
+            blocked_until = 0.0
+            while not blocked_until:  # A recorded the 429 for everyone
+                assert not run_a.done(), run_a.result()
+                await asyncio.sleep(0.02)
+                blocked_until = max(
+                    (s.blocked_until for s in await stores[1].rates.all()), default=0.0
+                )
+            assert blocked_until > time.time() + 1.0
+            late = [agent(models, f"late{i}") for i in range(2)]
+            outcomes = await asyncio.gather(
+                run_a,
+                *[
+                    a.run(Runtime(s), f"b{i}")
+                    for i, (a, s) in enumerate(zip(late, stores[1:], strict=True))
+                ],
+            )
+            for a in late:
+                await a.aclose()
+    finally:
+        for s in stores:
+            await s.close()
+    assert [o.status for o in outcomes] == [Status.SUCCEEDED] * 3
+    statuses = [(r.status, r.at) for r in models.requests]
+    assert [s for s, _ in statuses].count(429) == 1
+    refused_at = next(at for s, at in statuses if s == 429)
+    later = [at for s, at in statuses if s == 200]
+    assert len(later) == 3
+    # Nobody (the run that got the 429 included) called again before the block ran out.
+    assert min(later) >= refused_at + 1.4
+    assert all(rate_wait_ms(o.graph) > 0 for o in outcomes[1:])
