@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from bench.agents import chain
 from bench.common import Line, Settings, open_pg, open_sqlite, p50
 from bench.rehydrate import make_log
+from tether.records import decode_one
 from tether.runtime import Runtime
 from tether.store import RunInfo, Status, Store
 
@@ -46,7 +47,11 @@ async def _interleaved(
 
 async def _source(store: Store, nodes: int, rows: list[bytes]) -> str:
     run_id = f"fork-source-{nodes}"
-    await store.runs.create(RunInfo(run_id, chain.name, Status.SUCCEEDED), rows[0])
+    # Its row names the version it runs on, as Runtime.create writes it (a fork reads the
+    # log only when the row says the run moved to another version).
+    version = decode_one(run_id, 0, rows[0]).run_started.agent_version or None
+    info = RunInfo(run_id, chain.name, Status.SUCCEEDED, agent_version=version)
+    await store.runs.create(info, rows[0])
     await store.log.append(run_id, list(enumerate(rows))[1:])
     return run_id
 
