@@ -60,11 +60,11 @@ def test_the_cli_names_a_bad_partition_count(
     tmp_path: object, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--db", f"sqlite:///{tmp_path}/t.db", "db", "migrate", "--partitions", "4"]) == 2
-    assert "--partitions needs a postgresql:// store" in capsys.readouterr().out
+    assert "--partitions needs a postgresql:// store" in capsys.readouterr().err
 
 
 def test_the_cli_refuses_a_count_out_of_range(
     pg_database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--db", pg_database, "db", "migrate", "--partitions", "0"]) == 2
-    assert "choose 1 (plain) to 1024" in capsys.readouterr().out
+    assert "choose 1 (plain) to 1024" in capsys.readouterr().err
