@@ -180,7 +180,8 @@ async def play(db: str, home: Path, runs: int = 20) -> Played:
             if played.stranded:
                 first = min(played.stranded)
                 refused = tether(db, home, "2", "runs", "upgrade", first, "--to", "2")
-                played.upgrade_refusal = f"{refused.returncode}: {refused.stdout.strip()}"
+                # CLI errors are one line on stderr.
+                played.upgrade_refusal = f"{refused.returncode}: {refused.stderr.strip()}"
 
             again = Worker(db, home, "1", "v1-again").wait_ready()
 
