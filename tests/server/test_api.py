@@ -16,7 +16,7 @@ from tether.client import ApiError, TetherClient
 from tether.server import StreamSettings
 from tether.server.auth import BearerAuth
 from tether.server.session import Sessions, run_scope
-from tether.store.base import Store
+from tether.store.base import RunInfo, Status, Store
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SLOW = chain_input(n=40, width=2, delay=0.3)
@@ -158,6 +158,21 @@ async def test_start_answers_at_once_then_get_tells_budget_counts(sqlite_store: 
         assert run["timings"]["wall_ms"] > 0
         page = await client.list(status="succeeded", limit=1)
         assert [r["run_id"] for r in page["runs"]] == [run_id]
+
+
+async def test_list_filters_orphaned_runs_apart_from_running_ones(sqlite_store: Store) -> None:
+    # Rows only (no worker here would adopt them): one owner alive, one whose lease ran out.
+    for run_id, lease_s in (("alive", 600.0), ("dead", -60.0)):
+        info = RunInfo(run_id=run_id, agent=CHAIN, status=Status.RUNNING, owner="w")
+        await sqlite_store.runs.create(info, b"first", lease_s=lease_s)
+    async with running(sqlite_store, workers="none") as (url, _), TetherClient(url, TOKEN) as c:
+        orphaned = (await c.list(status="orphaned"))["runs"]
+        assert [(r["run_id"], r["state"]) for r in orphaned] == [("dead", "orphaned")]
+        live = (await c.list(status="running"))["runs"]
+        assert [(r["run_id"], r["state"]) for r in live] == [("alive", "running")]
+        with pytest.raises(ApiError) as bad:
+            await c.list(status="zombie")
+        assert bad.value.status == 400 and "'orphaned'" in str(bad.value)
 
 
 async def test_list_paginates(sqlite_store: Store) -> None:
