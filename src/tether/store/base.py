@@ -12,6 +12,7 @@ from tether.status import Status as Status  # re-exported: stores speak of run s
 
 if TYPE_CHECKING:
     from tether.store.forks import ForkTable
+    from tether.store.limits import ConcurrencyLimits
     from tether.store.rates import RateLimits
     from tether.store.retention import Retention
     from tether.store.schedules import Schedules
@@ -74,6 +75,10 @@ class RunInfo:
     lease_until: float | None = None
     # The version of its agent's code the run is on (None: a run older than versions).
     agent_version: str | None = None
+    # Flow control (tether.store.limits): the run's concurrency key (a tenant, a user; None:
+    # none) and its priority (higher is claimed first).
+    key: str | None = None
+    priority: int = 0
 
     def lease_left(self, now: float) -> float | None:
         """Seconds left on the owner's lease at `now` (the store's clock); None: no lease."""
@@ -361,7 +366,7 @@ class Leases(ABC):
 
 class Store(ABC):
     """A backend: the log, the runs table, the leases, retention, forks, the workers table,
-    shared model rate limits and schedules over one database."""
+    shared model rate limits, concurrency limits and schedules over one database."""
 
     url: str
     log: LogStore
@@ -369,6 +374,7 @@ class Store(ABC):
     leases: Leases
     retention: Retention
     rates: RateLimits
+    limits: ConcurrencyLimits
     schedules: Schedules
     forks: ForkTable
     workers: Workers

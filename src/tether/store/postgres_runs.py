@@ -28,6 +28,8 @@ def run_info(row: asyncpg.Record) -> RunInfo:
         epoch=row["epoch"],
         lease_until=row["lease_until"],
         agent_version=row.get("agent_version"),
+        key=row.get("concurrency_key") or None,
+        priority=row.get("priority") or 0,
     )
 
 
@@ -47,6 +49,8 @@ def create_args(
         first_record,
         lease_s,  # NULL + anything is NULL: no lease
         info.agent_version,
+        info.key or "",
+        info.priority,
     )
 
 

@@ -40,13 +40,13 @@ SELECT epoch FROM runs WHERE run_id = ?;
 -- name: create_run
 -- Insert a run row.
 INSERT INTO runs (run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
-                  lease_until, agent_version)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+                  lease_until, agent_version, concurrency_key, priority)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: get_run
 -- One run row.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
-       agent_version
+       agent_version, concurrency_key, priority
 FROM runs WHERE run_id = ?;
 
 -- name: set_status
@@ -58,20 +58,20 @@ WHERE run_id = ?;
 -- name: list_runs
 -- Runs, newest first.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
-       agent_version
+       agent_version, concurrency_key, priority
 FROM runs ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
 
 -- name: list_runs_by_status
 -- Runs with one status, newest first.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
-       agent_version
+       agent_version, concurrency_key, priority
 FROM runs WHERE status = ? ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
 
 -- name: list_runs_where
 -- Runs matching the filters given (a NULL one matches every run), newest first; :orphaned
 -- 1 keeps only running runs whose lease ran out by :now, 0 all others.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
-       agent_version
+       agent_version, concurrency_key, priority
 FROM runs
 WHERE (:status IS NULL OR status = :status)
   AND (:agent IS NULL OR agent = :agent)
