@@ -241,7 +241,7 @@ async def test_resuming_a_run_paused_by_its_budget_without_raising_it_is_refused
     with pytest.raises(BudgetSpent, match=r"API: budget.max_nodes"):
         await control.requeue(rt, paused.run_id, budget=None, ttl=5)
     with pytest.raises(BudgetSpent):
-        await control.requeue(rt, paused.run_id, budget={"max_nodes": 2}, ttl=5)
+        await control.requeue(rt, paused.run_id, budget={"max_nodes": (2, False)}, ttl=5)
     info = await store.runs.get(paused.run_id)
     assert info is not None and info.status is Status.PAUSED
     assert await store.log.read_all(paused.run_id) == before

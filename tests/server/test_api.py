@@ -241,6 +241,33 @@ async def test_a_paused_run_resumes_with_a_larger_budget(sqlite_store: Store) ->
         assert run["budget"]["limits"]["max_nodes"] == 50
 
 
+async def test_resume_over_http_takes_plus_n_as_n_more_than_used(sqlite_store: Store) -> None:
+    async with running(sqlite_store) as (url, _), TetherClient(url, TOKEN) as client:
+        run_id = (await client.start(CHAIN, chain_input(4, 1, 0), budget={"max_nodes": 2}))[
+            "run_id"
+        ]
+        await wait_status(client, run_id, "paused")
+        for bad, says in (
+            ("+x", "'+x': not a number"),
+            ("3", "'3': a limit is a finite number >= 0 (0: none), or \"+N\""),
+            (-1, "-1: a limit is"),
+            ("+inf", "'+inf': a limit is"),
+            ("+1e16", "'+1e16': at most 1e+15"),
+        ):
+            field = "max_tokens" if bad == "+1e16" else "max_nodes"
+            with pytest.raises(ApiError) as err:
+                await client.resume(run_id, budget={field: bad})
+            assert (err.value.status, err.value.kind) == (422, "validation")
+            assert f"budget.{field}: Value error, {says}" in str(err.value)
+        assert (await client.get(run_id))["budget"]["limits"]["max_nodes"] == 2
+        await client.resume(run_id, budget={"max_nodes": "+2", "max_cost": 1.5})
+        await wait_status(client, run_id, "paused")
+        run = await client.get(run_id)
+        assert run["budget"]["limits"]["max_nodes"] == 4 == run["budget"]["used"]["nodes"]
+        assert run["budget"]["limits"]["max_cost"] == 1.5
+        assert run["reason"] == "budget: node limit 4 reached"
+
+
 async def test_a_stream_ends_after_its_time_limit_with_a_retry_hint(sqlite_store: Store) -> None:
     streams = StreamSettings(max_duration_s=0.5, retry_ms=250)
     async with (
