@@ -13,6 +13,7 @@ from tether.errors import RunExists, StaleEpoch, UnknownRun
 from tether.store.base import (
     DRAIN,
     EVERY_RUN,
+    ORPHANED,
     Claim,
     Leases,
     LogStore,
@@ -131,13 +132,17 @@ class MemoryRuns(RunTable):
         offset: int = 0,
     ) -> list[RunInfo]:
         rows = sorted(self._s.runs.values(), key=lambda r: (-r.created_at, r.run_id))
-        rows = [r for r in rows if (status is None or r.status == status) and _admits(where, r)]
+        now = time.time()  # leases are timed by this clock, as in the SQLite store
+        rows = [
+            r for r in rows if (status is None or r.status == status) and _admits(where, r, now)
+        ]
         return rows[offset : offset + limit]
 
 
-def _admits(where: RunFilter, info: RunInfo) -> bool:
+def _admits(where: RunFilter, info: RunInfo, now: float) -> bool:
     return (
-        (where.agent is None or info.agent == where.agent)
+        (where.orphaned is None or (info.state(now) == ORPHANED) == where.orphaned)
+        and (where.agent is None or info.agent == where.agent)
         and (where.run_id_prefix is None or info.run_id.startswith(where.run_id_prefix))
         and (where.parent_run_id is None or info.parent_run_id == where.parent_run_id)
         and not (where.top_level and info.parent_run_id is not None)

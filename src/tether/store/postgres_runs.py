@@ -123,6 +123,7 @@ class PostgresRuns(RunTable):
                 where.top_level,
                 limit,
                 offset,
+                where.orphaned,
             )
         elif status is None:
             rows = await self._db.fetch(Q["list_runs"], limit, offset)

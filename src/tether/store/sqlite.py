@@ -209,6 +209,8 @@ class SqliteRuns(RunTable):
                     "prefix": where.run_id_prefix,
                     "parent": where.parent_run_id,
                     "top": int(where.top_level),
+                    "orphaned": None if where.orphaned is None else int(where.orphaned),
+                    "now": time.time(),  # leases are timed by this clock (sqlite_leases)
                     "limit": limit,
                     "offset": offset,
                 }

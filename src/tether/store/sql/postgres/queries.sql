@@ -120,7 +120,8 @@ SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, own
 FROM runs WHERE status = $1 ORDER BY created_at DESC, run_id LIMIT $2 OFFSET $3;
 
 -- name: list_runs_where
--- Runs matching the filters given (a NULL one matches every run), newest first.
+-- Runs matching the filters given (a NULL one matches every run), newest first; $8 true
+-- keeps only running runs whose lease ran out (the database's clock), false all others.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
        lease_until, agent_version, concurrency_key, priority
 FROM runs
@@ -129,6 +130,9 @@ WHERE ($1::text IS NULL OR status = $1)
   AND ($3::text IS NULL OR starts_with(run_id, $3))
   AND ($4::text IS NULL OR parent_run_id = $4)
   AND (NOT $5::boolean OR parent_run_id IS NULL)
+  AND ($8::boolean IS NULL
+       OR (status = 'running'
+           AND coalesce(lease_until < extract(epoch FROM clock_timestamp()), false)) = $8)
 ORDER BY created_at DESC, run_id LIMIT $6 OFFSET $7;
 
 -- name: migrations_lock
