@@ -23,12 +23,14 @@ from tether.errors import (
     BadRateLimit,
     BadRunId,
     BadSchedule,
+    BadTlog,
     CannotContinue,
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
     CorruptRecord,
     EventRefused,
+    ImportConflict,
     InvalidSpawn,
     NodeTimeout,
     NonDeterministicStep,
@@ -62,6 +64,7 @@ from tether.schedules import Schedules
 from tether.store import RunInfo, Status, Store, store_from_url
 from tether.store.rates import RateLimit
 from tether.store.schedules import Schedule
+from tether.tlog import Imported, export_run, import_run
 
 __version__ = "0.1.0"
 
@@ -72,6 +75,7 @@ __all__ = [
     "BadRateLimit",
     "BadRunId",
     "BadSchedule",
+    "BadTlog",
     "Budget",
     "CannotContinue",
     "ChildFailed",
@@ -85,6 +89,8 @@ __all__ = [
     "Fallback",
     "Graph",
     "Handler",
+    "ImportConflict",
+    "Imported",
     "InvalidSpawn",
     "Node",
     "NodeResult",
@@ -126,6 +132,8 @@ __all__ = [
     "Usage",
     "Wait",
     "WaitCompleted",
+    "export_run",
+    "import_run",
     "resolve_agent",
     "store_from_url",
 ]
