@@ -9,8 +9,8 @@ so export a finished, paused or waiting run for a file that is one moment of the
 from __future__ import annotations
 
 import time
-from importlib import metadata
 from collections.abc import AsyncIterator
+from importlib import metadata
 from typing import Any
 
 from tether.blobs import BlobError, BlobStore
