@@ -20,6 +20,7 @@ from tether.errors import (
     BadEventPayload,
     BadFork,
     BadInput,
+    BadLimit,
     BadRateLimit,
     BadRunId,
     BadSchedule,
@@ -62,6 +63,7 @@ from tether.registry import Registry, resolve_agent
 from tether.runtime import Runtime
 from tether.schedules import Schedules
 from tether.store import RunInfo, Status, Store, store_from_url
+from tether.store.limits import ConcurrencyLimit
 from tether.store.rates import RateLimit
 from tether.store.schedules import Schedule
 from tether.tlog import Imported, export_run, import_run
@@ -72,6 +74,7 @@ __all__ = [
     "BadEventPayload",
     "BadFork",
     "BadInput",
+    "BadLimit",
     "BadRateLimit",
     "BadRunId",
     "BadSchedule",
@@ -80,6 +83,7 @@ __all__ = [
     "CannotContinue",
     "ChildFailed",
     "ChildPaused",
+    "ConcurrencyLimit",
     "ConflictingRecord",
     "Context",
     "CorruptRecord",
