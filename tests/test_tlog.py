@@ -109,7 +109,7 @@ async def test_a_paused_run_is_imported_paused_and_continues_in_its_new_store(
     assert (done.status, done.result) == (Status.SUCCEEDED, 7)
 
 
-async def test_invariant_11_importing_the_same_file_twice_is_a_no_op(durable_store: Store) -> None:
+async def test_invariant_12_importing_the_same_file_twice_is_a_no_op(durable_store: Store) -> None:
     runtime = Runtime(durable_store)
     outcome = await runtime.start(family, {"n": 2, "gate": None}, run_id=uid("twice"))
     data = await exported(durable_store, outcome.run_id)
@@ -119,7 +119,7 @@ async def test_invariant_11_importing_the_same_file_twice_is_a_no_op(durable_sto
     assert await family_of(durable_store, outcome.run_id) == before
 
 
-async def test_invariant_11_a_different_run_under_the_same_id_refuses_the_whole_file(
+async def test_invariant_12_a_different_run_under_the_same_id_refuses_the_whole_file(
     two_stores: tuple[Store, Store],
 ) -> None:
     source, target = two_stores
@@ -218,7 +218,7 @@ async def test_a_blob_whose_bytes_do_not_match_its_hash_is_refused(
     assert [b async for b in fresh.list()] == []  # checked before any blob is written
 
 
-async def test_invariant_11_a_damaged_byte_anywhere_imports_nothing(
+async def test_invariant_12_a_damaged_byte_anywhere_imports_nothing(
     durable_store: Store, tmp_path: Path
 ) -> None:
     data, _ = await _sample(tmp_path)

@@ -324,6 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--input", help="the run's input as JSON")
     submit.add_argument("--budget", help="limits, e.g. nodes=8,tokens=5000")
     submit.add_argument("--run-id", help="the run's id (default: a new one)")
+    submit.add_argument(
+        "--key", help="its concurrency key (a tenant, a user): `tether limits set --key` caps it"
+    )
+    submit.add_argument(
+        "--priority", type=int, default=0, help="claimed before lower ones (default 0)"
+    )
     submit.set_defaults(fn=commands.cmd_submit)
 
     runs = sub.add_parser(

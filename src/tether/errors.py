@@ -305,6 +305,10 @@ class BadLimit(TetherError, ValueError):
     or priority (nothing stored)."""
 
 
+class UnknownLimit(TetherError, LookupError):
+    """No concurrency limit of that scope is stored (nothing removed)."""
+
+
 class BadSchedule(TetherError, ValueError):
     """A schedule with a bad name, cron expression, time zone, catch-up policy or input."""
 
