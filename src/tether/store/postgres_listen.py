@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 
 from tether.store.base import AppendListener, LogListener
-from tether.store.postgres_db import PgPool
+from tether.store.postgres_db import PgPool, close_quietly
 from tether.store.queries import load_queries
 
 log = logging.getLogger("tether.store.postgres")
@@ -87,10 +87,7 @@ class AppendNotifier:
             self._task = None
         if self._conn is not None:
             conn, self._conn = self._conn, None
-            try:
-                await asyncio.wait_for(conn.close(), 5)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                conn.terminate()
+            await close_quietly(conn)
 
 
 class PostgresLogListener(LogListener):
@@ -157,17 +154,8 @@ class PostgresLogListener(LogListener):
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
                 log.warning("log listener: %s; reconnecting", exc)
             finally:
-                await _close_quietly(conn)
+                await close_quietly(conn, 2)
 
 
 def _setter(event: asyncio.Event) -> Any:
     return lambda _conn: event.set()
-
-
-async def _close_quietly(conn: asyncpg.Connection) -> None:
-    if conn.is_closed():
-        return
-    try:
-        await asyncio.wait_for(conn.close(), timeout=2)
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
-        conn.terminate()
