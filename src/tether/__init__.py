@@ -20,6 +20,7 @@ from tether.errors import (
     BadEventPayload,
     BadFork,
     BadInput,
+    BadLimit,
     BadRateLimit,
     BadRunId,
     BadSchedule,
@@ -60,6 +61,7 @@ from tether.registry import Registry, resolve_agent
 from tether.runtime import Runtime
 from tether.schedules import Schedules
 from tether.store import RunInfo, Status, Store, store_from_url
+from tether.store.limits import ConcurrencyLimit
 from tether.store.rates import RateLimit
 from tether.store.schedules import Schedule
 
@@ -69,6 +71,7 @@ __all__ = [
     "BadEventPayload",
     "BadFork",
     "BadInput",
+    "BadLimit",
     "BadRateLimit",
     "BadRunId",
     "BadSchedule",
@@ -76,6 +79,7 @@ __all__ = [
     "CannotContinue",
     "ChildFailed",
     "ChildPaused",
+    "ConcurrencyLimit",
     "ConflictingRecord",
     "Context",
     "CorruptRecord",

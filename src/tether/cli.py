@@ -20,7 +20,7 @@ from tether import (
 )
 from tether.errors import TetherError
 from tether.heartbeat import DEFAULT_LEASE_TTL
-from tether.store import Status
+from tether.store import STATES, Status
 from tether.wiring import DEFAULT_CONCURRENCY, DEFAULT_POLL, Settings, open_store
 
 
@@ -303,7 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser(
         "runs", help="list runs, newest first, sub-agent runs under their parent; prune or delete"
     )
-    runs.add_argument("--status", choices=[s.value for s in Status], help="only runs in it")
+    runs.add_argument(
+        "--status", choices=STATES, help="only runs in it (orphaned: running, lease ran out)"
+    )
     runs.add_argument("--agent", help="only runs of this agent")
     runs.add_argument("--limit", type=int, default=50, help="at most this many runs (50)")
     runs.add_argument("--json", action="store_true", help="one JSON array of runs")

@@ -128,9 +128,10 @@ class TetherClient:
         return await self._call("POST", f"/v1/runs/{run_id}/cancel")
 
     async def resume(
-        self, run_id: str, *, budget: dict[str, float] | None = None
+        self, run_id: str, *, budget: dict[str, float | str] | None = None
     ) -> dict[str, Any]:
-        """Resume a paused run; `budget` replaces the limits it names."""
+        """Resume a paused run; `budget` replaces the limits it names, `"+N"` for N more
+        than the run used so far (`{"max_nodes": "+2"}`)."""
         return await self._call(
             "POST", f"/v1/runs/{run_id}/resume", json={"budget": budget} if budget else {}
         )

@@ -32,7 +32,15 @@ from tether.metering import metering
 from tether.records import Record, limits_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
-from tether.store import RunFilter, RunInfo, Status, Store, default_url, migrate_url
+from tether.store import (
+    RunFilter,
+    RunInfo,
+    Status,
+    Store,
+    default_url,
+    migrate_url,
+    state_filter,
+)
 from tether.store.forks import Origin
 from tether.wiring import check_blobs, new_runtime, open_blobs
 
@@ -332,8 +340,9 @@ async def cmd_submit(store: Store, args: argparse.Namespace) -> int:
 async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
     from tether.display import runs_table
 
-    status = Status(args.status) if args.status else None
-    where = RunFilter(agent=args.agent)
+    status, where = None, RunFilter(agent=args.agent)
+    if args.status:
+        status, where = state_filter(args.status, where)
     rows = await store.runs.list(status=status, where=where, limit=args.limit)
     now = await store.runs.clock()  # leases are timed by the store's clock
     # A runnable run whose version no live worker serves says so (a deploy in progress).

@@ -300,6 +300,11 @@ class BadRateLimit(TetherError, ValueError):
     """A model rate limit with no rate, a rate of 0 or less, or a bad window (nothing stored)."""
 
 
+class BadLimit(TetherError, ValueError):
+    """A concurrency limit below 1, with both a key and --each-key, or a bad concurrency key
+    or priority (nothing stored)."""
+
+
 class BadSchedule(TetherError, ValueError):
     """A schedule with a bad name, cron expression, time zone, catch-up policy or input."""
 

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from tether.server.request import server_of
 from tether.server.schemas import BadRequest
-from tether.store.base import RunFilter, RunInfo, Status
+from tether.store.base import STATES, RunFilter, RunInfo, state_filter
 from tether.store.forks import Origin
 
 if TYPE_CHECKING:
@@ -72,14 +72,6 @@ async def usage_view(server: TetherServer, run_id: str) -> dict[str, Any]:
 async def list_runs(request: Request) -> Response:
     server = server_of(request)
     q = request.query_params
-    status = None
-    if q.get("status"):
-        try:
-            status = Status(q["status"])
-        except ValueError:
-            raise BadRequest(
-                400, "bad_status", f"status must be one of {[s.value for s in Status]}"
-            ) from None
     flags = {name: _flag(q.get(name), name) for name in FLAGS}
     where = RunFilter(
         agent=_text(q.get("agent"), "agent"),
@@ -87,6 +79,12 @@ async def list_runs(request: Request) -> Response:
         parent_run_id=_text(q.get("parent"), "parent"),
         top_level=flags["top"],
     )
+    status = None
+    if q.get("status"):
+        try:
+            status, where = state_filter(q["status"], where)
+        except ValueError:
+            raise BadRequest(400, "bad_status", f"status must be one of {list(STATES)}") from None
     limit = _int_param(q.get("limit"), "limit", 50, 1, 500)
     offset = _int_param(q.get("offset"), "offset", 0, 0, 10**9)
     rows = await server.store.runs.list(status=status, where=where, limit=limit + 1, offset=offset)

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from tether.server.schemas import AddSchedule, ForkRun, ResumeRun, StartRun, UpgradeRun
-from tether.store.base import Status
+from tether.store.base import STATES
 
 _REF = "#/components/schemas/{model}"
 
@@ -154,7 +154,9 @@ def document() -> dict[str, Any]:
                  "400": _err("bad filter or page")},
                 parameters=[
                     {"name": "status", "in": "query", "required": False,
-                     "schema": {"type": "string", "enum": [s.value for s in Status]}},
+                     "description": "runs in this state as views show it (`orphaned`: "
+                     "running under a lease that ran out; `running` leaves those out)",
+                     "schema": {"type": "string", "enum": list(STATES)}},
                     {"name": "limit", "in": "query", "required": False,
                      "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
                     {"name": "offset", "in": "query", "required": False,

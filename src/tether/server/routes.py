@@ -230,7 +230,7 @@ async def resume_run(request: Request) -> Response:
     if await server.store.runs.get(run_id) is None:
         raise UnknownRun(run_id)
     status = await server.launcher.resume(
-        run_id, budget=body.budget.given() if body.budget else None
+        run_id, budget=body.budget.change() if body.budget else None
     )
     return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)}, 202)
 
