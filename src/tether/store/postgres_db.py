@@ -176,11 +176,14 @@ class PgPool:
         async with self.connection() as conn:
             return await conn.fetch(sql, *args)
 
-    async def connect_one(self, *, bounded: bool = True) -> asyncpg.Connection:
+    async def connect_one(
+        self, *, bounded: bool = True, name: str | None = None
+    ) -> asyncpg.Connection:
         """A connection outside the pool (migrations hold one for a whole transaction).
 
         `bounded=False` leaves its statements without a timeout: a migration of a large
-        table may rightly take longer than any statement on the hot path.
+        table may rightly take longer than any statement on the hot path. `name`: its
+        application_name, as others see it in pg_stat_activity.
         """
         timeout = self.command_timeout if bounded else None
         with wrap_errors(self.where):
@@ -188,6 +191,7 @@ class PgPool:
                 self.dsn,
                 command_timeout=timeout,
                 statement_cache_size=self.statement_cache_size,
+                server_settings={"application_name": name} if name else None,
             )
 
 

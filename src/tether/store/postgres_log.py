@@ -13,7 +13,8 @@ from tether.store.judgement import AppendFacts, judge_append
 from tether.store.postgres_db import PgPool, rowcount
 from tether.store.postgres_group import GroupCommit
 from tether.store.postgres_lanes import AppendLanes
-from tether.store.postgres_listen import AppendNotifier, PostgresLogListener
+from tether.store.postgres_listen import PostgresLogListener
+from tether.store.postgres_notify import AppendNotifier
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
