@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
 from tether.errors import StoreUnavailable
 from tether.store import RunInfo, Status
 from tether.store.postgres import PostgresStore
-
-
-@pytest.fixture
-async def pg_store(pg_database: str) -> AsyncIterator[PostgresStore]:
-    store = PostgresStore(pg_database)
-    await store.open()
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 def _backend_pids(store: PostgresStore) -> set[int]:

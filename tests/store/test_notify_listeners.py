@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
-
-import pytest
 
 from tether.store import RunInfo, Status
 from tether.store.postgres import PostgresStore
 from tether.store.postgres_notify import AppendNotifier
-
-
-@pytest.fixture
-async def pg_store(pg_database: str) -> AsyncIterator[PostgresStore]:
-    store = PostgresStore(pg_database)
-    await store.open()
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 def _notifier(store: PostgresStore) -> AppendNotifier:
@@ -32,6 +21,21 @@ async def _settled(notifier: AppendNotifier) -> None:
         await asyncio.sleep(0.01)
         if (notifier._task is None or notifier._task.done()) and not notifier._pending:
             return
+
+
+@contextlib.asynccontextmanager
+async def _listening(url: str) -> AsyncIterator[list[tuple[str | None, int]]]:
+    """Another process's store listens (a `tether serve` replica): what it hears."""
+    other = PostgresStore(url)
+    await other.open()
+    heard: list[tuple[str | None, int]] = []
+    listener = other.log.listener(lambda run_id, seq: heard.append((run_id, seq)))
+    await listener.start()
+    try:
+        yield heard
+    finally:
+        await listener.close()
+        await other.close()
 
 
 async def _until(cond: Callable[[], bool], what: str) -> None:
@@ -64,21 +68,12 @@ async def test_a_new_listener_hears_what_was_appended_before_its_hello(
     notifier = _notifier(pg_store)
     await _settled(notifier)
     assert notifier.listened is False
-    # Another process's store listens (a `tether serve` replica): its hello reaches us.
-    other = PostgresStore(pg_database)
-    await other.open()
-    heard: list[tuple[str | None, int]] = []
-    listener = other.log.listener(lambda run_id, seq: heard.append((run_id, seq)))
-    await listener.start()
-    try:
+    async with _listening(pg_database) as heard:  # its hello reaches us
         await _until(lambda: ("late", 1) in heard, "the remembered append")
         assert notifier.listened is True
         await pg_store.log.append("late", [(2, b"two")])
         await _until(lambda: ("late", 2) in heard, "the next append")
         assert notifier.statements >= 2
-    finally:
-        await listener.close()
-        await other.close()
     # Gone: the next notify statement counts no listener, and the ones after are not sent.
     await pg_store.log.append("late", [(3, b"three")])
     await _until(lambda: notifier.listened is False, "the listener's departure")
@@ -92,16 +87,8 @@ async def test_a_new_listener_hears_what_was_appended_before_its_hello(
 async def test_a_listener_already_there_is_counted_when_the_notifier_connects(
     pg_store: PostgresStore, pg_database: str
 ) -> None:
-    other = PostgresStore(pg_database)
-    await other.open()
-    heard: list[tuple[str | None, int]] = []
-    listener = other.log.listener(lambda run_id, seq: heard.append((run_id, seq)))
-    await listener.start()
-    try:
+    async with _listening(pg_database) as heard:
         await pg_store.runs.create(RunInfo("early", "agent", Status.RUNNING), b"started")
         await pg_store.log.append("early", [(1, b"one")])
         await _until(lambda: ("early", 1) in heard, "the first append")
         assert _notifier(pg_store).listened is True
-    finally:
-        await listener.close()
-        await other.close()
