@@ -24,12 +24,14 @@ from tether.errors import (
     BadRateLimit,
     BadRunId,
     BadSchedule,
+    BadTlog,
     CannotContinue,
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
     CorruptRecord,
     EventRefused,
+    ImportConflict,
     InvalidSpawn,
     NodeTimeout,
     NonDeterministicStep,
@@ -64,6 +66,7 @@ from tether.store import RunInfo, Status, Store, store_from_url
 from tether.store.limits import ConcurrencyLimit
 from tether.store.rates import RateLimit
 from tether.store.schedules import Schedule
+from tether.tlog import Imported, export_run, import_run
 
 __version__ = "0.1.0"
 
@@ -75,6 +78,7 @@ __all__ = [
     "BadRateLimit",
     "BadRunId",
     "BadSchedule",
+    "BadTlog",
     "Budget",
     "CannotContinue",
     "ChildFailed",
@@ -89,6 +93,8 @@ __all__ = [
     "Fallback",
     "Graph",
     "Handler",
+    "ImportConflict",
+    "Imported",
     "InvalidSpawn",
     "Node",
     "NodeResult",
@@ -130,6 +136,8 @@ __all__ = [
     "Usage",
     "Wait",
     "WaitCompleted",
+    "export_run",
+    "import_run",
     "resolve_agent",
     "store_from_url",
 ]

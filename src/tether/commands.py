@@ -16,14 +16,13 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 
 from tether import control, logs, tracing
 from tether.budgets import parse_budget, refuse_spent
-from tether.deploys import waiting_reasons
+from tether.deploys import with_waiting
 from tether.errors import RunBusy, UnknownRun
 from tether.executor import Outcome
 from tether.graph import Graph
@@ -332,7 +331,14 @@ async def cmd_submit(store: Store, args: argparse.Namespace) -> int:
     budget = parse_budget(args.budget) if args.budget else None
     async with open_blobs(args.settings) as blobs:  # a large input is offloaded
         runtime = new_runtime(store, args.settings, blobs=blobs)
-        run_id = await runtime.submit(args.agent, value, run_id=args.run_id, budget=budget)
+        run_id = await runtime.submit(
+            args.agent,
+            value,
+            run_id=args.run_id,
+            budget=budget,
+            key=args.key,
+            priority=args.priority,
+        )
     print(run_id)
     return 0
 
@@ -346,9 +352,7 @@ async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
     rows = await store.runs.list(status=status, where=where, limit=args.limit)
     now = await store.runs.clock()  # leases are timed by the store's clock
     # A runnable run whose version no live worker serves says so (a deploy in progress).
-    waiting = await waiting_reasons(store, rows)
-    rows = [replace(r, reason=r.reason or waiting[r.run_id]) if r.run_id in waiting else r
-            for r in rows]  # fmt: skip
+    rows = await with_waiting(store, rows)
     origins = await store.forks.origins([r.run_id for r in rows])
     if args.json:
         print(json.dumps([_run_row(r, now, origins.get(r.run_id)) for r in rows], indent=2))
@@ -373,6 +377,8 @@ def _run_row(r: RunInfo, now: float, origin: Origin | None = None) -> dict[str, 
         "epoch": r.epoch,
         "lease_until": r.lease_until,
         "agent_version": r.agent_version,
+        "key": r.key,
+        "priority": r.priority,
     }
 
 
@@ -440,9 +446,8 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     # As of a seq, the run is its log's prefix: its row (owner, lease) is today's, not shown.
     info = await store.runs.get(args.run_id) if args.at is None else None
     now = await store.runs.clock()
-    if info is not None and not info.reason:
-        waiting = await waiting_reasons(store, [info])
-        info = replace(info, reason=waiting.get(info.run_id))
+    if info is not None:
+        [info] = await with_waiting(store, [info])
     if args.json:
         view = run_view(graph, outputs=args.outputs)
         view["at_seq"] = args.at

@@ -305,6 +305,10 @@ class BadLimit(TetherError, ValueError):
     or priority (nothing stored)."""
 
 
+class UnknownLimit(TetherError, LookupError):
+    """No concurrency limit of that scope is stored (nothing removed)."""
+
+
 class BadSchedule(TetherError, ValueError):
     """A schedule with a bad name, cron expression, time zone, catch-up policy or input."""
 
@@ -332,3 +336,24 @@ class UnknownSeq(TetherError, ValueError):
         super().__init__(f"run {run_id} has seqs 0..{last}; there is no seq {seq}")
         self.run_id = run_id
         self.seq = seq
+
+
+class BadTlog(TetherError, ValueError):
+    """An exported run file (`.tlog`) that cannot be imported: truncated, damaged, from a
+    newer format, or holding a blob whose bytes do not match their hash (nothing imported)."""
+
+    def __init__(self, source: str, why: str) -> None:
+        super().__init__(f"{source}: not imported: {why}")
+        self.source = source
+        self.why = why
+
+
+class ImportConflict(TetherError):
+    """A store holds a different run under an id that an imported file uses (nothing imported)."""
+
+    def __init__(self, run_id: str, why: str) -> None:
+        super().__init__(
+            f"run {run_id!r}: this store holds a different run under that id ({why}); "
+            "nothing imported: import into another store, or delete that run first"
+        )
+        self.run_id = run_id

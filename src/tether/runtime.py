@@ -7,6 +7,7 @@ import json
 import os
 import socket
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from tether.blobs import BlobStore
@@ -96,6 +97,8 @@ class Runtime:
         self.writer = RecordWriter(store, self.events, retry_s=store_retry_s)
         self.draining = asyncio.Event()
         self.hurry = asyncio.Event()
+        # Agents whose concurrency limits given in code this runtime stored (`create`).
+        self._limits_stored: set[str] = set()
         # The runs executing in this process (sub-agent runs included), by run id.
         self.executing: dict[str, RunExecutor] = {}
         # Runs started or resumed here are owned under a lease, as a worker's claims are.
@@ -262,6 +265,7 @@ class Runtime:
             run_id = check_run_id(run_id) if run_id is not None else new_run_id()
             input = registry.check_input(input)
             key, priority = check_key(key) or None, check_priority(priority)
+            await self._store_limit_defaults(name, registry)
         run_id = run_id or new_run_id()
         record = run_started(
             name,
@@ -287,6 +291,15 @@ class Runtime:
             priority=priority,
         )
         return await self.writer.create(info, record, lease_s=self.lease_ttl if leased else None)
+
+    async def _store_limit_defaults(self, name: str, registry: Registry) -> None:
+        """Store the concurrency limits the agent's code brings, once per name here, unless
+        limits of their scope are set already (a limit set by hand wins)."""
+        if not registry.limit_defaults or name in self._limits_stored:
+            return
+        for limit in registry.limit_defaults:
+            await self.store.limits.set(replace(limit, agent=name), only_if_missing=True)
+        self._limits_stored.add(name)
 
     async def load(self, run_id: str, *, at_seq: int | None = None) -> Graph:
         """Rehydrate a run: read its log in seq order, decode, apply. With `at_seq`, the run

@@ -65,9 +65,13 @@ class Launcher:
         run_id: str,
         budget: Budget | None,
         config: dict[str, Any] | None = None,
+        key: str | None = None,
+        priority: int = 0,
     ) -> None:
         """Record a new run queued and wake the workers (RunExists if the id is taken)."""
-        await self.runtime.submit(agent, input, run_id=run_id, budget=budget, config=config)
+        await self.runtime.submit(
+            agent, input, run_id=run_id, budget=budget, config=config, key=key, priority=priority
+        )
 
     async def resume(self, run_id: str, *, budget: Change | None) -> Status:
         """Queue a paused or orphaned run again; `budget` replaces the limits it names (a

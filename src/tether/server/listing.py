@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from tether.deploys import with_waiting
 from tether.server.request import server_of
 from tether.server.schemas import BadRequest
 from tether.store.base import STATES, RunFilter, RunInfo, state_filter
@@ -49,6 +50,8 @@ def row_view(info: RunInfo, now: float, origin: Origin | None = None) -> dict[st
         "state": info.state(now),
         "lease_left_s": info.lease_left(now),
         "reason": info.reason,
+        "key": info.key,
+        "priority": info.priority,
         "parent_run_id": info.parent_run_id,
         "forked_from": None if origin is None else origin.to_json(),
         "created_at": info.created_at,
@@ -93,9 +96,10 @@ async def list_runs(request: Request) -> Response:
         given = {k: v for k, v in q.items() if k not in ("limit", "offset") and v != ""}
         next_url = "/v1/runs?" + urlencode({**given, "limit": limit, "offset": offset + limit})
     now = await server.store.runs.clock()
-    origins = await server.store.forks.origins([info.run_id for info in rows[:limit]])
+    rows = await with_waiting(server.store, rows[:limit])
+    origins = await server.store.forks.origins([info.run_id for info in rows])
     runs = []
-    for info in rows[:limit]:
+    for info in rows:
         view = await _view(server, info, now, usage=flags["usage"], origin=origins.get(info.run_id))
         if flags["children"]:
             children = await server.store.runs.list(

@@ -87,6 +87,12 @@ class StartRun(BaseModel):
     agent: str = Field(min_length=1, max_length=200, description="an agent this server runs")
     input: Any = Field(default=None, description="the run's input, any JSON value")
     budget: BudgetIn | None = None
+    key: str | None = Field(
+        default=None, min_length=1, max_length=200, description="its concurrency key"
+    )
+    priority: int = Field(
+        default=0, ge=-(2**31) + 1, le=2**31 - 1, description="claimed before lower ones"
+    )
 
 
 class AddSchedule(BaseModel):
@@ -102,6 +108,19 @@ class AddSchedule(BaseModel):
     catch_up: Literal["skip", "once"] = Field(
         default="skip", description="times missed while no worker ran: skip, or run once"
     )
+
+
+class SetLimit(BaseModel):
+    """PUT /v1/limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(min_length=1, max_length=200, description="an agent this server runs")
+    key: str | None = Field(
+        default=None, min_length=1, max_length=200, description="only the runs with this key"
+    )
+    each_key: bool = Field(default=False, description="each concurrency key apart")
+    max_running: int = Field(description="runs at once, 1 or more")
 
 
 class ResumeRun(BaseModel):

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tether.errors import BadLimit
+from tether.store.base import RunInfo, Status
 
 MAX_KEY = 200
 NO_KEY = ""  # how the tables spell a run without a key
@@ -190,10 +191,20 @@ class ConcurrencyLimits(ABC):
     async def held(self, agent: str) -> dict[str, int]:
         """The live slots of `agent` (running runs under a live lease), by key."""
 
-    async def why_waiting(self, agent: str, key: str) -> str | None:
-        """Why a runnable run of `agent` with `key` is not claimed now (None: nothing holds
-        it back but free workers)."""
-        limits = Limits([m for m in await self.all() if m.agent == agent])
-        if not limits.rows:
-            return None
-        return why_waiting(limits, agent, key, await self.held(agent))
+    async def waiting(self, rows: Sequence[RunInfo]) -> dict[str, str]:
+        """`waiting: key A at its limit 2` for each queued top-level run of `rows` that a
+        limit holds back, by run id (one read of the limits, one of each agent's slots)."""
+        queued = [r for r in rows if r.status is Status.QUEUED and r.parent_run_id is None]
+        stored = await self.all() if queued else []
+        reasons: dict[str, str] = {}
+        held: dict[str, dict[str, int]] = {}
+        for r in queued:
+            limits = Limits([m for m in stored if m.agent == r.agent])
+            if not limits.rows:
+                continue
+            if r.agent not in held:
+                held[r.agent] = await self.held(r.agent)
+            why = why_waiting(limits, r.agent, r.key or NO_KEY, held[r.agent])
+            if why is not None:
+                reasons[r.run_id] = f"waiting: {why}"
+        return reasons

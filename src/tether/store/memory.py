@@ -26,7 +26,7 @@ from tether.store.base import (
     Store,
     Stranded,
 )
-from tether.store.forks import ForkTable, Origin, Segment, plan_copies
+from tether.store.forks import ForkTable, NewRun, Origin, Segment, plan_copies
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.limits import Candidate, claim_order
 from tether.store.memory_flow import MemoryLimits, MemoryRates, MemorySchedules, held_slots
@@ -412,18 +412,20 @@ class MemoryForks(ForkTable):
         self._runs = runs
         self._log = log
 
-    async def create(
-        self,
-        info: RunInfo,
-        first_record: bytes,
-        origin: Origin,
-        segments: Sequence[Segment],
-        entries: Sequence[tuple[int, bytes]] = (),
-    ) -> None:
-        await self._runs.create(info, first_record)  # nothing awaits in between: one transaction
-        self._s.logs[info.run_id].update(entries)
-        self._s.refs[info.run_id] = sorted(segments)
-        self._s.origins[info.run_id] = origin
+    async def create_runs(self, runs: Sequence[NewRun]) -> None:
+        # Every id is checked before anything is written, and nothing awaits in between:
+        # one transaction.
+        seen: set[str] = set()
+        for run in runs:
+            if run.info.run_id in self._s.runs or run.info.run_id in seen:
+                raise RunExists(run.info.run_id)
+            seen.add(run.info.run_id)
+        for run in runs:
+            await self._runs.create(run.info, run.first_record)
+            self._s.logs[run.info.run_id].update(run.entries)
+            self._s.refs[run.info.run_id] = sorted(run.segments)
+            if run.origin is not None:
+                self._s.origins[run.info.run_id] = run.origin
 
     async def rows_at(self, run_id: str, seqs: Sequence[int]) -> dict[int, bytes]:
         wanted = set(seqs)

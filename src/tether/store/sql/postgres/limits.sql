@@ -51,7 +51,9 @@ SELECT pg_advisory_xact_lock(hashtext('tether:claim'));
 -- (priority, turn) order are taken; SKIP LOCKED passes over rows a `take` or a claim
 -- without the lock holds.
 WITH cand AS (
-    SELECT run_id, agent, concurrency_key AS ckey, priority, created_at FROM runs
+    -- "C": ranking sorts these texts, byte order is as good an order and many times faster.
+    SELECT run_id COLLATE "C" AS run_id, agent COLLATE "C" AS agent,
+           concurrency_key COLLATE "C" AS ckey, priority, created_at FROM runs
     WHERE parent_run_id IS NULL
       AND (status = 'queued'
            OR (status = 'paused' AND reason = 'drain'
@@ -64,38 +66,52 @@ WITH cand AS (
                       WHERE s.agent = runs.agent
                         AND (runs.agent_version IS NULL OR runs.agent_version = s.version)))
 ), held AS (
-    SELECT agent, concurrency_key AS ckey, count(*) AS n FROM runs
+    SELECT agent COLLATE "C" AS agent, concurrency_key COLLATE "C" AS ckey, count(*) AS n
+    FROM runs
     WHERE parent_run_id IS NULL AND status = 'running'
       AND lease_until >= extract(epoch FROM clock_timestamp())
     GROUP BY agent, concurrency_key
+), served AS (
+    SELECT ckey, sum(n) AS n FROM held GROUP BY ckey
+), agent_held AS (
+    SELECT agent, sum(n) AS n FROM held GROUP BY agent
 ), ranked AS (
     SELECT c.*,
            row_number() OVER (PARTITION BY c.priority, c.ckey
                               ORDER BY c.created_at, c.run_id)
-             + coalesce((SELECT sum(k.n) FROM held k WHERE k.ckey = c.ckey), 0) AS turn,
+             + coalesce(s.n, 0) AS turn,
            row_number() OVER (PARTITION BY c.agent, c.ckey
                               ORDER BY c.priority DESC, c.created_at, c.run_id)
              + coalesce(h.n, 0) AS key_slot,
-           CASE WHEN c.ckey = '' THEN NULL ELSE coalesce(
-               (SELECT max_running FROM run_limits l
-                WHERE l.agent = c.agent AND l.concurrency_key = c.ckey AND NOT l.each_key),
-               (SELECT max_running FROM run_limits l
-                WHERE l.agent = c.agent AND l.concurrency_key = '' AND l.each_key)) END AS key_cap
-    FROM cand c LEFT JOIN held h ON h.agent = c.agent AND h.ckey = c.ckey
+           coalesce(own.max_running, each.max_running) AS key_cap
+    FROM cand c
+    LEFT JOIN held h ON h.agent = c.agent AND h.ckey = c.ckey
+    LEFT JOIN served s ON s.ckey = c.ckey
+    LEFT JOIN run_limits own ON c.ckey <> '' AND own.agent = c.agent
+         AND own.concurrency_key = c.ckey AND NOT own.each_key
+    LEFT JOIN run_limits each ON c.ckey <> '' AND each.agent = c.agent
+         AND each.concurrency_key = '' AND each.each_key
 ), key_ok AS (
     SELECT r.*,
            row_number() OVER (PARTITION BY r.agent
                               ORDER BY r.priority DESC, r.turn, r.created_at, r.run_id)
-             + coalesce((SELECT sum(h.n) FROM held h WHERE h.agent = r.agent), 0) AS agent_slot,
-           (SELECT max_running FROM run_limits l
-            WHERE l.agent = r.agent AND l.concurrency_key = '' AND NOT l.each_key) AS agent_cap
+             + coalesce(a.n, 0) AS agent_slot,
+           whole.max_running AS agent_cap
     FROM ranked r
+    LEFT JOIN agent_held a ON a.agent = r.agent
+    LEFT JOIN run_limits whole ON whole.agent = r.agent
+         AND whole.concurrency_key = '' AND NOT whole.each_key
     WHERE r.key_cap IS NULL OR r.key_slot <= r.key_cap
+), first AS (
+    -- The first few in order: the rows locked below (SKIP LOCKED passes over some).
+    SELECT run_id, priority, turn, created_at FROM key_ok
+    WHERE agent_cap IS NULL OR agent_slot <= agent_cap
+    ORDER BY priority DESC, turn, created_at, run_id
+    LIMIT $2 + 32
 ), picked AS (
     SELECT runs.run_id, k.priority, k.turn, k.created_at FROM runs
-    JOIN key_ok k ON k.run_id = runs.run_id
-    WHERE (k.agent_cap IS NULL OR k.agent_slot <= k.agent_cap)
-      AND runs.parent_run_id IS NULL
+    JOIN first k ON k.run_id = runs.run_id
+    WHERE runs.parent_run_id IS NULL
       AND (runs.status = 'queued'
            OR (runs.status = 'paused' AND runs.reason = 'drain'
                AND (runs.lease_until IS NULL

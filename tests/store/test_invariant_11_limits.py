@@ -1,4 +1,5 @@
-"""Concurrency keys, limits, priorities and fair turns in the claim, the same on every backend."""
+"""Invariant 11 (a concurrency limit is never exceeded by a claim), with keys, limits,
+priorities and fair turns in the claim, the same on every backend."""
 
 from __future__ import annotations
 
@@ -53,11 +54,16 @@ async def test_a_key_never_runs_more_than_its_limit_and_others_are_not_held_back
     info = await store.runs.get("a0")
     assert info is not None and info.key == "A" and info.priority == 0
     assert await store.limits.held("a") == {"A": 2, "B": 2}
-    assert await store.limits.why_waiting("a", "A") == "key A at its limit 2"
-    assert await store.limits.why_waiting("a", "B") is None
+    await add(store, "b2", "B")
+    rows = [r for r in await store.runs.list() if r.status is Status.QUEUED]
+    assert await store.limits.waiting(rows) == {
+        "a2": "waiting: key A at its limit 2",
+        "a3": "waiting: key A at its limit 2",
+        "a4": "waiting: key A at its limit 2",
+    }
     # A finished run frees its slot: the next A in line takes it.
     assert await store.leases.release("a0", 1, Status.SUCCEEDED)
-    assert await claimed(store) == ["a2"]
+    assert await claimed(store) == ["a2", "b2"]
 
 
 async def test_a_slot_is_freed_when_its_lease_runs_out(store: Store) -> None:
@@ -107,7 +113,8 @@ async def test_an_agent_limit_caps_all_of_its_runs_whatever_their_keys(store: St
     got = await claimed(store)
     # A's second run is held by its key, so a B takes the agent's third slot.
     assert sorted(got) == ["a0", "b0", "b1", "o0", "o1", "o2"]
-    assert await store.limits.why_waiting("a", "B") == "agent a at its limit 3"
+    [b2] = [r for r in await store.runs.list() if r.run_id == "b2"]
+    assert await store.limits.waiting([b2]) == {"b2": "waiting: agent a at its limit 3"}
 
 
 async def test_higher_priorities_first_then_keys_in_turns(store: Store) -> None:
