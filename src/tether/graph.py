@@ -162,12 +162,15 @@ class Graph:
         """The spec of a spawned node (KeyError if none)."""
         return self._specs[node_id]
 
-    def pending_kinds(self) -> list[str]:
-        """The kinds of the spawned nodes not completed yet that a handler must execute
-        (waits are completed by events, not handlers), each once, in spawn order."""
+    def pending_specs(self) -> list[tuple[str, NodeSpec]]:
+        """(node id, spec) of the spawned nodes not completed yet that a handler must
+        execute (waits are completed by events, not handlers), in spawn order."""
         done, waits = self._done, self._wait_ids
-        kinds = (s.kind for nid, s in self._specs.items() if nid not in done and nid not in waits)
-        return list(dict.fromkeys(kinds))
+        return [(nid, s) for nid, s in self._specs.items() if nid not in done and nid not in waits]
+
+    def pending_kinds(self) -> list[str]:
+        """The kinds of `pending_specs`, each once, in spawn order."""
+        return list(dict.fromkeys(s.kind for _, s in self.pending_specs()))
 
     def pending_waits(self) -> list[PendingWait]:
         """The open waits, in the order they opened."""
