@@ -19,6 +19,7 @@ from bench import (
     agent_turns,
     blob_memory,
     checkpoint,
+    flow_claims,
     fork,
     growth,
     memory,
@@ -52,6 +53,7 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "operations": operations.run,
     "partitions": partitions.run,
     "fork": fork.run,
+    "flow_claims": flow_claims.run,
 }
 # Families that need the PostgreSQL bench database.
 NEEDS_PG = {
@@ -65,6 +67,7 @@ NEEDS_PG = {
     "operations",
     "partitions",
     "fork",
+    "flow_claims",
 }
 
 

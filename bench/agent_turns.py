@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import time
 from collections.abc import Sequence
 
@@ -24,6 +25,7 @@ from tether.testing import Message, ToolCall, ToolSpec, Turn, serve_local_models
 
 TARGET_BYTES_RATIO = 1.1  # log bytes per turn against the JSON of its new messages
 TARGET_PROMPT_US = 100.0  # building the prompt of the last turn (turn 200 in a full run)
+LAST_TURNS = 10  # the prompt-build figure is the median of this many last turns
 
 
 @tool
@@ -46,15 +48,18 @@ class TimedAgent(Agent):
     """Records how long each turn's prompt took to build, and how big it was."""
 
     timings: list[tuple[int, float]]
-    walks: list[float]  # the walk of all ancestors each turn would take without the cache
+    walks: list[float]  # the walk of all ancestors the last turn would take without the cache
+    walk_at: int  # the turn whose walk is timed (only that one: a walk's garbage would
+    # otherwise land in the next turn's timed build as a collection)
 
     async def history(self, ctx: Context) -> list[ChatMessage]:
         t0 = time.perf_counter()
         messages = await super().history(ctx)
         self.timings.append((len(messages), time.perf_counter() - t0))
-        t0 = time.perf_counter()
-        await Agent._walk_history(self, ctx)
-        self.walks.append(time.perf_counter() - t0)
+        if len(self.timings) == self.walk_at:
+            t0 = time.perf_counter()
+            await Agent._walk_history(self, ctx)
+            self.walks.append(time.perf_counter() - t0)
         return messages
 
 
@@ -66,6 +71,7 @@ async def _measure(settings: Settings) -> list[Line]:
         )
         agent.timings = []
         agent.walks = []
+        agent.walk_at = turns
         store = await open_sqlite(settings, "agent")
         try:
             outcome = await agent.run(Runtime(store), "Take notes.")
@@ -79,7 +85,10 @@ async def _measure(settings: Settings) -> list[Line]:
     per_turn = log_bytes / turns
     # The delta a turn adds: its assistant message and its tool result, as JSON.
     delta = sum(len(json.dumps(m)) for m in transcript[1:]) / turns
-    size, last = agent.timings[-1]
+    # One build takes tens of microseconds, so one sample is at the mercy of the machine: the
+    # median of the last LAST_TURNS turns' builds (each within a few messages of the last).
+    size = agent.timings[-1][0]
+    last = statistics.median(t for _, t in agent.timings[-LAST_TURNS:])
     blob = json.dumps(transcript[:size]).encode()
     t0 = time.perf_counter()
     for _ in range(20):
@@ -100,7 +109,8 @@ async def _measure(settings: Settings) -> list[Line]:
         ),
         Line(
             "agent",
-            f"prompt build at turn {turns} ({size} messages, extending turn {turns - 1}'s)",
+            f"prompt build at turns {turns - LAST_TURNS + 1}-{turns}, median (up to {size} "
+            "messages, each extending the previous turn's)",
             last * 1e6,
             "us",
             "json.loads of the same conversation stored whole",

@@ -132,7 +132,7 @@ async def _opened(url: str) -> AsyncIterator[Store]:
         # Tests of a module share its database; each starts from empty tables.
         conn = await asyncpg.connect(url)
         try:
-            await conn.execute("TRUNCATE run_log, runs, model_rates, schedules")
+            await conn.execute("TRUNCATE run_log, runs, model_rates, schedules, run_limits")
         finally:
             await conn.close()
     s = store_from_url(url)

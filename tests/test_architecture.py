@@ -169,7 +169,7 @@ def test_the_invariant_parser_reads_the_document() -> None:
     written = invariants(DOC.read_text())
     assert written[1] == "Only a recorded node is done."
     assert written[4] == "Appends are idempotent and fenced."
-    assert len(written) == 10
+    assert len(written) == 12
     assert invariants("## Invariants\n\n1. **One.**\n2. **Two.**\n\n## Next\n3. **No.**") == {
         1: "One.",
         2: "Two.",

@@ -92,6 +92,7 @@ TINY: dict[str, list[tuple[object, str, object]]] = {
     "operations": [],
     "steps": [(steps, "TURNS", 5)],
     "fork": [(fork, "QUICK_SIZES", (20, 40))],
+    "flow_claims": [],
 }
 
 

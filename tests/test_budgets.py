@@ -93,13 +93,24 @@ async def test_invariant_7_the_cost_limit_pauses_at_exactly_the_limit(store: Sto
     rt = Runtime(store, concurrency=1)
     paused = await rt.start(chain, each_node(cost=0.25), budget=Budget(max_cost=0.75))
     assert paused.status is Status.PAUSED
-    assert paused.reason == "budget: cost limit 0.75 reached (0.75 used)"
+    assert paused.reason == "budget: cost limit $0.7500 reached ($0.7500 used)"
     assert paused.graph.cost == 0.75
     assert await recorded_nodes(store, paused.run_id) == 3
     done = await rt.resume(paused.run_id, budget=Budget(max_cost=1.0))
     assert done.status is Status.PAUSED
-    assert done.reason == "budget: cost limit 1 reached (1 used)"
+    assert done.reason == "budget: cost limit $1.0000 reached ($1.0000 used)"
     assert await recorded_nodes(store, paused.run_id) == 4
+
+
+async def test_a_cost_pause_reason_and_its_refusal_print_costs_rounded(store: Store) -> None:
+    # 0.1 three times is 0.30000000000000004: the reason says $0.3000, as the CLI does.
+    rt = Runtime(store, concurrency=1)
+    paused = await rt.start(chain, each_node(cost=0.1), budget=Budget(max_cost=0.25))
+    assert paused.reason == "budget: cost limit $0.2500 reached ($0.3000 used)"
+    with pytest.raises(BudgetSpent) as spent:
+        await rt.resume(paused.run_id)
+    assert "(cost limit $0.2500 reached ($0.3000 used))" in str(spent.value)
+    assert "0.30000000000000004" not in str(spent.value)
 
 
 async def test_invariant_7_the_turn_limit_pauses_at_exactly_the_limit(store: Store) -> None:
@@ -230,7 +241,7 @@ async def test_resuming_a_run_paused_by_its_budget_without_raising_it_is_refused
     with pytest.raises(BudgetSpent, match=r"API: budget.max_nodes"):
         await control.requeue(rt, paused.run_id, budget=None, ttl=5)
     with pytest.raises(BudgetSpent):
-        await control.requeue(rt, paused.run_id, budget={"max_nodes": 2}, ttl=5)
+        await control.requeue(rt, paused.run_id, budget={"max_nodes": (2, False)}, ttl=5)
     info = await store.runs.get(paused.run_id)
     assert info is not None and info.status is Status.PAUSED
     assert await store.log.read_all(paused.run_id) == before

@@ -100,6 +100,11 @@ def test_runs_shows_a_dead_owner_as_orphaned(tmp_path: Path) -> None:
     assert r["status"] == "running" and r["lease_left"] < 0
     table = tether(tmp_path, "runs").stdout
     assert "orphaned" in table and "expired" in table
+    # The filter takes the state as shown: orphaned runs are not listed as running.
+    orphaned = json.loads(tether(tmp_path, "runs", "--status", "orphaned", "--json").stdout)
+    assert [r["run_id"] for r in orphaned] == [run_id]
+    running = json.loads(tether(tmp_path, "runs", "--status", "running", "--json").stdout)
+    assert run_id not in [r["run_id"] for r in running]
 
 
 @pytest.mark.usefixtures("backend")

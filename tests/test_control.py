@@ -170,7 +170,9 @@ async def test_the_api_resume_requeues_an_orphaned_run(store: Store) -> None:
     await dead.create(gated, run_id=run_id, status=Status.RUNNING)
     await asyncio.sleep(0.3)  # the lease runs out: inherent to the test
     server = Runtime(store, owner="server")
-    assert await requeue(server, run_id, budget={"max_nodes": 10}, ttl=5.0) is Status.QUEUED
+    assert (
+        await requeue(server, run_id, budget={"max_nodes": (10, False)}, ttl=5.0) is Status.QUEUED
+    )
     info = await store.runs.get(run_id)
     assert info is not None and info.status is Status.QUEUED and info.owner is None
 

@@ -20,15 +20,18 @@ from tether.errors import (
     BadEventPayload,
     BadFork,
     BadInput,
+    BadLimit,
     BadRateLimit,
     BadRunId,
     BadSchedule,
+    BadTlog,
     CannotContinue,
     ChildFailed,
     ChildPaused,
     ConflictingRecord,
     CorruptRecord,
     EventRefused,
+    ImportConflict,
     InvalidSpawn,
     NodeTimeout,
     NonDeterministicStep,
@@ -60,8 +63,10 @@ from tether.registry import Registry, resolve_agent
 from tether.runtime import Runtime
 from tether.schedules import Schedules
 from tether.store import RunInfo, Status, Store, store_from_url
+from tether.store.limits import ConcurrencyLimit
 from tether.store.rates import RateLimit
 from tether.store.schedules import Schedule
+from tether.tlog import Imported, export_run, import_run
 
 __version__ = "0.1.0"
 
@@ -69,13 +74,16 @@ __all__ = [
     "BadEventPayload",
     "BadFork",
     "BadInput",
+    "BadLimit",
     "BadRateLimit",
     "BadRunId",
     "BadSchedule",
+    "BadTlog",
     "Budget",
     "CannotContinue",
     "ChildFailed",
     "ChildPaused",
+    "ConcurrencyLimit",
     "ConflictingRecord",
     "Context",
     "CorruptRecord",
@@ -85,6 +93,8 @@ __all__ = [
     "Fallback",
     "Graph",
     "Handler",
+    "ImportConflict",
+    "Imported",
     "InvalidSpawn",
     "Node",
     "NodeResult",
@@ -126,6 +136,8 @@ __all__ = [
     "Usage",
     "Wait",
     "WaitCompleted",
+    "export_run",
+    "import_run",
     "resolve_agent",
     "store_from_url",
 ]

@@ -7,6 +7,7 @@ budget is still spent: one place for the CLI, the server and in-process callers.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from tether.core import Budget
 from tether.errors import BadBudget, BudgetSpent
@@ -37,12 +38,29 @@ def used(graph: Graph) -> dict[str, float]:
     }
 
 
-def parse_budget(spec: str, graph: Graph | None = None) -> Budget:
-    """`nodes=8,tokens=+5000,cost=0.5,wall=600,turns=20` on top of `graph`'s limits (if
-    given); `+N` is N more than `graph` used so far. BadBudget names the item at fault."""
-    base = budget_of(graph.limits) if graph is not None else Budget()
-    so_far = used(graph) if graph is not None else dict.fromkeys(KEYS, 0.0)
-    values: dict[str, float] = {key: getattr(base, field) for key, field in KEYS.items()}
+# A change of limits by Budget field (`max_nodes`): (amount, relative), where relative
+# means `amount` more than the run used so far.
+Change = Mapping[str, tuple[float, bool]]
+LIMIT_RULE = 'a limit is a finite number >= 0 (0: none), or "+N": N more than used so far'
+
+
+def limit_value(raw: float | str) -> tuple[float, bool]:
+    """A limit as given, `3` or `"+2"`: (amount, relative). ValueError saying the rule."""
+    if isinstance(raw, bool):
+        raise ValueError(LIMIT_RULE)
+    relative = isinstance(raw, str) and raw.strip().startswith("+")
+    try:
+        amount = float(raw)
+    except ValueError:
+        raise ValueError(f"not a number; {LIMIT_RULE}") from None
+    if not math.isfinite(amount) or amount < 0:
+        raise ValueError(LIMIT_RULE)
+    return amount, relative
+
+
+def parse_change(spec: str) -> dict[str, tuple[float, bool]]:
+    """`nodes=8,tokens=+5000` by Budget field; BadBudget names the item at fault."""
+    change = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         name, _, raw = part.partition("=")
         name, raw = name.strip(), raw.strip()
@@ -52,21 +70,35 @@ def parse_budget(spec: str, graph: Graph | None = None) -> Budget:
                 "(e.g. nodes=20,cost=0.5,wall=300; wall in seconds, +N: N more than used)"
             )
         try:
-            amount = float(raw)
-        except ValueError:
-            raise BadBudget(f"bad --budget value in {part!r}: not a number") from None
-        if not math.isfinite(amount) or amount < 0:
-            raise BadBudget(
-                f"bad --budget value in {part!r}: a limit is a finite number >= 0 (0: none)"
-            )
-        values[name] = so_far[name] + amount if raw.startswith("+") else amount
+            change[KEYS[name]] = limit_value(raw)
+        except ValueError as exc:
+            raise BadBudget(f"bad --budget value in {part!r}: {exc}") from None
+    return change
+
+
+def apply_change(change: Change, graph: Graph | None = None) -> Budget:
+    """`graph`'s limits (none, without a graph) with those `change` names replaced; a
+    relative one is that much more than `graph` used so far."""
+    base = budget_of(graph.limits) if graph is not None else Budget()
+    so_far = used(graph) if graph is not None else dict.fromkeys(KEYS, 0.0)
+    values: dict[str, float] = {field: getattr(base, field) for field in KEYS.values()}
+    for key, field in KEYS.items():
+        if field in change:
+            amount, relative = change[field]
+            values[field] = so_far[key] + amount if relative else amount
     return Budget(
-        max_nodes=math.ceil(values["nodes"]),
-        max_tokens=math.ceil(values["tokens"]),
-        max_cost=values["cost"],
-        max_wall_s=values["wall"],
-        max_turns=math.ceil(values["turns"]),
+        max_nodes=math.ceil(values["max_nodes"]),
+        max_tokens=math.ceil(values["max_tokens"]),
+        max_cost=values["max_cost"],
+        max_wall_s=values["max_wall_s"],
+        max_turns=math.ceil(values["max_turns"]),
     )
+
+
+def parse_budget(spec: str, graph: Graph | None = None) -> Budget:
+    """`nodes=8,tokens=+5000,cost=0.5,wall=600,turns=20` on top of `graph`'s limits (if
+    given); `+N` is N more than `graph` used so far. BadBudget names the item at fault."""
+    return apply_change(parse_change(spec), graph)
 
 
 def refuse_spent(graph: Graph, limits: BudgetLimits) -> None:

@@ -16,11 +16,12 @@ from tether import (
     commands_deploy,
     commands_fork,
     commands_logs,
+    commands_tlog,
     logs,
 )
 from tether.errors import TetherError
 from tether.heartbeat import DEFAULT_LEASE_TTL
-from tether.store import Status
+from tether.store import STATES, Status
 from tether.wiring import DEFAULT_CONCURRENCY, DEFAULT_POLL, Settings, open_store
 
 
@@ -131,6 +132,30 @@ def _deploys(sub: Any) -> None:
     check.set_defaults(fn=commands_deploy.cmd_deploy_check, read_only=True)
 
 
+def _export_and_import(sub: Any) -> None:
+    """`tether export`, `tether import` and `tether check` (.tlog files)."""
+    export = sub.add_parser(
+        "export", help="write a run, its sub-agent runs (and blobs) to a .tlog file"
+    )
+    export.add_argument("run_id")
+    export.add_argument("-o", "--output", required=True, help="the file to write (- : stdout)")
+    export.add_argument(
+        "--with-blobs", action="store_true", help="include the blobs the records point to"
+    )
+    export.set_defaults(fn=commands_tlog.cmd_export, read_only=True)
+    imp = sub.add_parser("import", help="load a .tlog file into this store (all or nothing)")
+    imp.add_argument("file")
+    imp.set_defaults(fn=commands_tlog.cmd_import, read_only=False)
+    check = sub.add_parser(
+        "check",
+        help="check saved .tlog runs against the agent code here (handlers, input shapes); "
+        "exit 1 if any fails",
+    )
+    check.add_argument("agent", help="agent name, module:attribute, or tether.agents entry point")
+    check.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
+    check.set_defaults(fn=None)
+
+
 def _fork_and_history(sub: Any) -> None:
     fork = sub.add_parser("fork", help="a new queued run from a run's history; prints its id")
     fork.add_argument("run_id")
@@ -159,6 +184,7 @@ def _fork_and_history(sub: Any) -> None:
     )
     fork.add_argument("--grace", type=float, default=25.0, help="seconds in-flight nodes get")
     fork.set_defaults(fn=commands_fork.cmd_fork)
+    _export_and_import(sub)
     history = sub.add_parser("history", help="a run's records as checkpoints to fork from")
     history.add_argument("run_id")
     history.add_argument("--json", action="store_true")
@@ -298,12 +324,20 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--input", help="the run's input as JSON")
     submit.add_argument("--budget", help="limits, e.g. nodes=8,tokens=5000")
     submit.add_argument("--run-id", help="the run's id (default: a new one)")
+    submit.add_argument(
+        "--key", help="its concurrency key (a tenant, a user): `tether limits set --key` caps it"
+    )
+    submit.add_argument(
+        "--priority", type=int, default=0, help="claimed before lower ones (default 0)"
+    )
     submit.set_defaults(fn=commands.cmd_submit)
 
     runs = sub.add_parser(
         "runs", help="list runs, newest first, sub-agent runs under their parent; prune or delete"
     )
-    runs.add_argument("--status", choices=[s.value for s in Status], help="only runs in it")
+    runs.add_argument(
+        "--status", choices=STATES, help="only runs in it (orphaned: running, lease ran out)"
+    )
     runs.add_argument("--agent", help="only runs of this agent")
     runs.add_argument("--limit", type=int, default=50, help="at most this many runs (50)")
     runs.add_argument("--json", action="store_true", help="one JSON array of runs")
@@ -472,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
             return commands.cmd_keys_generate(args)
         if args.command == "db":  # migrating must not go through open(), which migrates
             return asyncio.run(commands.cmd_migrate(args))
+        if args.command == "check":  # reads files, not a store
+            return asyncio.run(commands_tlog.cmd_check(args))
         return asyncio.run(_run(args, settings))
     except USER_ERRORS as exc:
         # A mistake in a URL, a path, a budget or a run id: one line, no traceback.

@@ -98,15 +98,22 @@ class TetherClient:
         *,
         budget: dict[str, float] | None = None,
         idempotency_key: str | None = None,
+        key: str | None = None,
+        priority: int = 0,
     ) -> dict[str, Any]:
         """Start a run; returns at once with `run_id`, `status` and `urls`.
 
         With `idempotency_key`, a retried call returns the run the first call started.
+        `key` (its concurrency key) and `priority` say how workers claim it.
         """
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         body: dict[str, Any] = {"agent": agent, "input": input}
         if budget:
             body["budget"] = budget
+        if key is not None:
+            body["key"] = key
+        if priority:
+            body["priority"] = priority
         return await self._call("POST", "/v1/runs", json=body, headers=headers)
 
     async def get(self, run_id: str, *, at_seq: int | None = None) -> dict[str, Any]:
@@ -128,9 +135,10 @@ class TetherClient:
         return await self._call("POST", f"/v1/runs/{run_id}/cancel")
 
     async def resume(
-        self, run_id: str, *, budget: dict[str, float] | None = None
+        self, run_id: str, *, budget: dict[str, float | str] | None = None
     ) -> dict[str, Any]:
-        """Resume a paused run; `budget` replaces the limits it names."""
+        """Resume a paused run; `budget` replaces the limits it names, `"+N"` for N more
+        than the run used so far (`{"max_nodes": "+2"}`)."""
         return await self._call(
             "POST", f"/v1/runs/{run_id}/resume", json={"budget": budget} if budget else {}
         )
@@ -189,6 +197,30 @@ class TetherClient:
     async def remove_schedule(self, name: str) -> dict[str, Any]:
         """Remove a schedule (ApiError 404 if there is none); the runs it queued stay."""
         return await self._call("DELETE", f"/v1/schedules/{quote(name, safe='')}")
+
+    async def limits(self) -> dict[str, Any]:
+        """The concurrency limits (`{"limits": [...]}`), each with the runs holding its
+        slots now."""
+        return await self._call("GET", "/v1/limits")
+
+    async def set_limit(
+        self, agent: str, max_running: int, *, key: str | None = None, each_key: bool = False
+    ) -> dict[str, Any]:
+        """Cap the runs of `agent` (of its `key`, or of each key) executing at once, across
+        every worker. ApiError 422 (nothing stored) for a limit below 1 or an unknown agent."""
+        body = {"agent": agent, "max_running": max_running, "key": key, "each_key": each_key}
+        return await self._call("PUT", "/v1/limits", json=body)
+
+    async def remove_limit(
+        self, agent: str, *, key: str | None = None, each_key: bool = False
+    ) -> dict[str, Any]:
+        """Lift a limit (ApiError 404 if that scope has none); its waiting runs start."""
+        params: dict[str, Any] = {"agent": agent}
+        if key is not None:
+            params["key"] = key
+        if each_key:
+            params["each_key"] = "1"
+        return await self._call("DELETE", "/v1/limits", params=params)
 
     async def workers(self) -> dict[str, Any]:
         """The live workers (`{"workers": [...]}`): versions served, runs held, last beat."""

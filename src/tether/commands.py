@@ -16,14 +16,13 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 
 from tether import control, logs, tracing
 from tether.budgets import parse_budget, refuse_spent
-from tether.deploys import waiting_reasons
+from tether.deploys import with_waiting
 from tether.errors import RunBusy, UnknownRun
 from tether.executor import Outcome
 from tether.graph import Graph
@@ -32,7 +31,15 @@ from tether.metering import metering
 from tether.records import Record, limits_of
 from tether.registry import resolve_agent
 from tether.runtime import Runtime
-from tether.store import RunFilter, RunInfo, Status, Store, default_url, migrate_url
+from tether.store import (
+    RunFilter,
+    RunInfo,
+    Status,
+    Store,
+    default_url,
+    migrate_url,
+    state_filter,
+)
 from tether.store.forks import Origin
 from tether.wiring import check_blobs, new_runtime, open_blobs
 
@@ -325,7 +332,14 @@ async def cmd_submit(store: Store, args: argparse.Namespace) -> int:
     budget = parse_budget(args.budget) if args.budget else None
     async with open_blobs(args.settings) as blobs:  # a large input is offloaded
         runtime = new_runtime(store, args.settings, blobs=blobs)
-        run_id = await runtime.submit(args.agent, value, run_id=args.run_id, budget=budget)
+        run_id = await runtime.submit(
+            args.agent,
+            value,
+            run_id=args.run_id,
+            budget=budget,
+            key=args.key,
+            priority=args.priority,
+        )
     print(run_id)
     return 0
 
@@ -333,14 +347,13 @@ async def cmd_submit(store: Store, args: argparse.Namespace) -> int:
 async def cmd_runs(store: Store, args: argparse.Namespace) -> int:
     from tether.display import runs_table
 
-    status = Status(args.status) if args.status else None
-    where = RunFilter(agent=args.agent)
+    status, where = None, RunFilter(agent=args.agent)
+    if args.status:
+        status, where = state_filter(args.status, where)
     rows = await store.runs.list(status=status, where=where, limit=args.limit)
     now = await store.runs.clock()  # leases are timed by the store's clock
     # A runnable run whose version no live worker serves says so (a deploy in progress).
-    waiting = await waiting_reasons(store, rows)
-    rows = [replace(r, reason=r.reason or waiting[r.run_id]) if r.run_id in waiting else r
-            for r in rows]  # fmt: skip
+    rows = await with_waiting(store, rows)
     origins = await store.forks.origins([r.run_id for r in rows])
     if args.json:
         print(json.dumps([_run_row(r, now, origins.get(r.run_id)) for r in rows], indent=2))
@@ -365,6 +378,8 @@ def _run_row(r: RunInfo, now: float, origin: Origin | None = None) -> dict[str, 
         "epoch": r.epoch,
         "lease_until": r.lease_until,
         "agent_version": r.agent_version,
+        "key": r.key,
+        "priority": r.priority,
     }
 
 
@@ -432,9 +447,8 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     # As of a seq, the run is its log's prefix: its row (owner, lease) is today's, not shown.
     info = await store.runs.get(args.run_id) if args.at is None else None
     now = await store.runs.clock()
-    if info is not None and not info.reason:
-        waiting = await waiting_reasons(store, [info])
-        info = replace(info, reason=waiting.get(info.run_id))
+    if info is not None:
+        [info] = await with_waiting(store, [info])
     if args.json:
         view = run_view(graph, outputs=args.outputs)
         view["at_seq"] = args.at

@@ -15,9 +15,9 @@ import signal
 import time
 from typing import assert_never
 
-from tether.display import money
 from tether.errors import UnknownRun
 from tether.inspect import record_view
+from tether.money import money
 from tether.records import Record, Value, body_of, decode_one
 from tether.server.wakeups import Wakeups
 from tether.status import Status

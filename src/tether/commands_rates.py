@@ -1,13 +1,11 @@
-"""`tether limits ... --model`: shared model rate limits (issue 16), stored for every worker."""
+"""`tether limits ... --model`: shared model rate limits (issue 16), stored for every worker
+(`commands_limits` dispatches the `tether limits` group)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import time
 from typing import Any
 
-from tether.commands import console
 from tether.store import Store
 from tether.store.rates import RateLimit, RateState
 
@@ -50,16 +48,8 @@ def rate_row(state: RateState, now: float) -> dict[str, Any]:
     }
 
 
-async def cmd_rates_list(store: Store, args: argparse.Namespace) -> int:
-    now = time.time()
-    states = [s for s in await store.rates.all() if s.limit is not None]
-    rows = [rate_row(s, now) for s in states]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    if not rows:
-        print("no model rate limits; `tether limits set --model M --rpm R --tpm T` adds one")
-        return 0
+def rates_table(rows: list[dict[str, Any]]) -> Any:
+    """The model rate limits (`rate_row`s) as a table."""
     from rich.table import Table
 
     table = Table("model", "requests", "tokens", "per", "429 block left")
@@ -71,5 +61,4 @@ async def cmd_rates_list(store: Store, args: argparse.Namespace) -> int:
             f"{row['per_s']:g} s",
             f"{row['blocked_for_s']:g} s" if row["blocked_for_s"] else "",
         )
-    console.print(table)
-    return 0
+    return table

@@ -12,14 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 
-from tether.budgets import refuse_spent
+from tether.budgets import Change, apply_change, refuse_spent
 from tether.core import Budget
 from tether.errors import BudgetSpent, RunBusy, RunNotResumable, UnknownRun
 from tether.executor import Outcome
 from tether.graph import Graph
-from tether.records import budget_of, limits_of, run_resumed
+from tether.records import limits_of, run_resumed
 from tether.runtime import Runtime
 from tether.store.base import Claim, RunInfo, Status
 
@@ -64,12 +63,11 @@ async def owner_of(runtime: Runtime, run_id: str) -> RunInfo:
     return info
 
 
-async def requeue(
-    runtime: Runtime, run_id: str, *, budget: dict[str, float] | None, ttl: float
-) -> Status:
+async def requeue(runtime: Runtime, run_id: str, *, budget: Change | None, ttl: float) -> Status:
     """Queue a paused or orphaned run again for the workers; `budget` replaces the limits
-    it names. The new limits are recorded (RunResumed) under a claim of our own, so the
-    worker that claims the run next rehydrates them from the log like everything else."""
+    it names (a relative one: that much more than the run used, read under the claim). The
+    new limits are recorded (RunResumed) under a claim of our own, so the worker that
+    claims the run next rehydrates them from the log like everything else."""
     if run_id in runtime.executing:
         raise RunBusy(f"run {run_id} is executing in this process; nothing to resume")
     claim = await runtime.store.leases.take(run_id, runtime.owner, ttl)
@@ -83,7 +81,7 @@ async def requeue(
             raise RunNotResumable(f"run {run_id} has finished ({graph.status}); nothing to resume")
         limits = graph.limits
         if budget:
-            limits = limits_of(replace(budget_of(graph.limits), **budget))  # type: ignore[arg-type]
+            limits = limits_of(apply_change(budget, graph))
         try:  # paused by its budget: resuming must raise what ran out
             refuse_spent(graph, limits)
         except BudgetSpent:

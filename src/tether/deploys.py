@@ -5,7 +5,7 @@ queued run waits (no live worker serves its version)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tether.compat import Problem, check_run
 from tether.errors import RunNotResumable, TetherError, UnknownAgent
@@ -144,8 +144,21 @@ def waiting_for(info: RunInfo, live: Sequence[WorkerInfo]) -> str | None:
 
 
 async def waiting_reasons(store: Store, rows: Sequence[RunInfo]) -> dict[str, str]:
-    """`waiting_for` of each row that has one, by run id (one read of the workers table)."""
+    """Why each runnable row that waits does, by run id: a concurrency limit at its slots
+    (`waiting: key A at its limit 2`, `ConcurrencyLimits.waiting`) and/or `waiting_for` a
+    worker of its version (one read of the workers table)."""
     if not any(r.status in (Status.QUEUED, Status.PAUSED) for r in rows):
         return {}
     live = await store.workers.live()
-    return {r.run_id: why for r in rows if (why := waiting_for(r, live)) is not None}
+    reasons = await store.limits.waiting(rows)
+    for r in rows:
+        if (why := waiting_for(r, live)) is not None:
+            reasons[r.run_id] = f"{reasons[r.run_id]}; {why}" if r.run_id in reasons else why
+    return reasons
+
+
+async def with_waiting(store: Store, rows: list[RunInfo]) -> list[RunInfo]:
+    """The rows with why each runnable one waits as its reason (`waiting_reasons`)."""
+    waiting = await waiting_reasons(store, rows)
+    return [replace(r, reason=r.reason or waiting[r.run_id]) if r.run_id in waiting else r
+            for r in rows]  # fmt: skip

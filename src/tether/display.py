@@ -12,6 +12,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from tether.graph import Graph
+from tether.money import money
 from tether.records import BudgetLimits, Record, body_of
 from tether.runtime import Runtime
 from tether.store.base import RunInfo
@@ -105,11 +106,6 @@ class Progress:
         )
         note = "  (limit reached: nodes in flight finish, and may pass it)" if over else ""
         return [nodes, f"in flight {len(self.running)}", tokens, cost + note]
-
-
-def money(amount: float) -> str:
-    """A cost as people read it: dollars to four decimals, e.g. `$0.0423`."""
-    return f"${amount:.4f}"
 
 
 # The most nodes `graph_tree` draws.

@@ -300,6 +300,15 @@ class BadRateLimit(TetherError, ValueError):
     """A model rate limit with no rate, a rate of 0 or less, or a bad window (nothing stored)."""
 
 
+class BadLimit(TetherError, ValueError):
+    """A concurrency limit below 1, with both a key and --each-key, or a bad concurrency key
+    or priority (nothing stored)."""
+
+
+class UnknownLimit(TetherError, LookupError):
+    """No concurrency limit of that scope is stored (nothing removed)."""
+
+
 class BadSchedule(TetherError, ValueError):
     """A schedule with a bad name, cron expression, time zone, catch-up policy or input."""
 
@@ -327,3 +336,24 @@ class UnknownSeq(TetherError, ValueError):
         super().__init__(f"run {run_id} has seqs 0..{last}; there is no seq {seq}")
         self.run_id = run_id
         self.seq = seq
+
+
+class BadTlog(TetherError, ValueError):
+    """An exported run file (`.tlog`) that cannot be imported: truncated, damaged, from a
+    newer format, or holding a blob whose bytes do not match their hash (nothing imported)."""
+
+    def __init__(self, source: str, why: str) -> None:
+        super().__init__(f"{source}: not imported: {why}")
+        self.source = source
+        self.why = why
+
+
+class ImportConflict(TetherError):
+    """A store holds a different run under an id that an imported file uses (nothing imported)."""
+
+    def __init__(self, run_id: str, why: str) -> None:
+        super().__init__(
+            f"run {run_id!r}: this store holds a different run under that id ({why}); "
+            "nothing imported: import into another store, or delete that run first"
+        )
+        self.run_id = run_id

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
+from tether.money import money
 from tether.records import (
     Body,
     BudgetLimits,
@@ -201,7 +202,7 @@ class Graph:
         if lim.max_tokens and self.tokens >= lim.max_tokens:
             return f"budget: token limit {lim.max_tokens} reached ({self.tokens} used)"
         if lim.max_cost and self.cost >= lim.max_cost:
-            return f"budget: cost limit {lim.max_cost:g} reached ({self.cost:.6g} used)"
+            return f"budget: cost limit {money(lim.max_cost)} reached ({money(self.cost)} used)"
         if lim.max_turns and self.model_calls >= lim.max_turns:
             return f"budget: turn limit {lim.max_turns} reached"
         if lim.max_wall_ms and self.wall_ms(at_us) >= lim.max_wall_ms:

@@ -13,6 +13,7 @@ from typing import Any
 from tether.core import Fallback, Handler, Retry
 from tether.errors import UnknownAgent, UnknownNodeKind
 from tether.inputs import InputShape
+from tether.store.limits import ConcurrencyLimit
 
 _REGISTRIES: dict[str, Registry] = {}
 # `Registry(default_input=...)` not given: a run started without input gets None.
@@ -76,10 +77,20 @@ class Registry:
         default_input: Any = NO_DEFAULT,
         version: str | None = None,
         compatible: Iterable[str] | CompatibleFn | None = None,
+        max_running: int | None = None,
+        max_running_per_key: int | None = None,
     ) -> None:
         if version is not None and not version.strip():
             raise ValueError(f"agent {name!r}: version must not be empty")
         self.name = name
+        # Concurrency limits this code brings (`tether.store.limits`): of the agent's runs as
+        # a whole, and of each concurrency key's; stored when its runs are created unless
+        # one is set already (`tether limits set --agent` wins). Checked here (BadLimit).
+        self.limit_defaults = tuple(
+            ConcurrencyLimit(name, n, each_key=each)
+            for n, each in ((max_running, False), (max_running_per_key, True))
+            if n is not None
+        )
         self._version = version
         # Older versions whose runs this code may continue: listed, or judged per run by a
         # function. Either way a run moves only if this code also has a handler for every

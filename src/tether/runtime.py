@@ -7,6 +7,7 @@ import json
 import os
 import socket
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from tether.blobs import BlobStore
@@ -51,6 +52,7 @@ from tether.records import (
 from tether.registry import Registry, resolve_agent
 from tether.schedules import Schedules
 from tether.store.base import Claim, RunInfo, Status, Store
+from tether.store.limits import check_key, check_priority
 from tether.values import DEFAULT_OFFLOAD_THRESHOLD, ValueCodec
 from tether.writer import RecordWriter
 
@@ -95,6 +97,8 @@ class Runtime:
         self.writer = RecordWriter(store, self.events, retry_s=store_retry_s)
         self.draining = asyncio.Event()
         self.hurry = asyncio.Event()
+        # Agents whose concurrency limits given in code this runtime stored (`create`).
+        self._limits_stored: set[str] = set()
         # The runs executing in this process (sub-agent runs included), by run id.
         self.executing: dict[str, RunExecutor] = {}
         # Runs started or resumed here are owned under a lease, as a worker's claims are.
@@ -242,11 +246,14 @@ class Runtime:
         config: dict[str, Any] | None = None,
         status: Status = Status.QUEUED,
         parent: tuple[str, str] | None = None,
+        key: str | None = None,
+        priority: int = 0,
     ) -> Graph:
         """Record a new run (RunStarted at seq 0) without executing it.
 
         A top-level run created RUNNING is this runtime's from its first record, at epoch 1
-        under a lease (`start` keeps it alive).
+        under a lease (`start` keeps it alive). `key` and `priority` are its concurrency key
+        and priority (tether.store.limits).
         """
         registry = agent if isinstance(agent, Registry) else resolve_agent(agent)
         if registry.entry is None:
@@ -257,6 +264,8 @@ class Runtime:
         if parent is None:  # checked at the door: nothing is recorded for a bad input or id
             run_id = check_run_id(run_id) if run_id is not None else new_run_id()
             input = registry.check_input(input)
+            key, priority = check_key(key) or None, check_priority(priority)
+            await self._store_limit_defaults(name, registry)
         run_id = run_id or new_run_id()
         record = run_started(
             name,
@@ -278,8 +287,19 @@ class Runtime:
             owner=self.owner if owned else None,
             epoch=1 if leased else 0,
             agent_version=registry.version,
+            key=key,
+            priority=priority,
         )
         return await self.writer.create(info, record, lease_s=self.lease_ttl if leased else None)
+
+    async def _store_limit_defaults(self, name: str, registry: Registry) -> None:
+        """Store the concurrency limits the agent's code brings, once per name here, unless
+        limits of their scope are set already (a limit set by hand wins)."""
+        if not registry.limit_defaults or name in self._limits_stored:
+            return
+        for limit in registry.limit_defaults:
+            await self.store.limits.set(replace(limit, agent=name), only_if_missing=True)
+        self._limits_stored.add(name)
 
     async def load(self, run_id: str, *, at_seq: int | None = None) -> Graph:
         """Rehydrate a run: read its log in seq order, decode, apply. With `at_seq`, the run
@@ -313,14 +333,25 @@ class Runtime:
         run_id: str | None = None,
         budget: Budget | None = None,
         config: dict[str, Any] | None = None,
+        key: str | None = None,
+        priority: int = 0,
     ) -> Outcome:
         """Start a run and execute it until it finishes, fails or pauses.
 
         The run is owned here under a lease, renewed while it executes: if this process
         dies, a worker (or `tether resume`) takes the run over once the lease runs out.
+        It starts at once, not through a claim: it holds a slot of its `key` (counted by
+        the claims of workers) but does not wait for one; `submit` queues within limits.
         """
         graph = await self.create(
-            agent, input, run_id=run_id, budget=budget, config=config, status=Status.RUNNING
+            agent,
+            input,
+            run_id=run_id,
+            budget=budget,
+            config=config,
+            status=Status.RUNNING,
+            key=key,
+            priority=priority,
         )
         async with self.heartbeat.holding(Claim(graph.run_id, 1)):
             return await self.execute(graph, epoch=1)
@@ -438,9 +469,20 @@ class Runtime:
         run_id: str | None = None,
         budget: Budget | None = None,
         config: dict[str, Any] | None = None,
+        key: str | None = None,
+        priority: int = 0,
     ) -> str:
-        """Queue a run for any worker on this store; return its id."""
-        graph = await self.create(agent, input, run_id=run_id, budget=budget, config=config)
+        """Queue a run for any worker on this store; return its id. Workers claim it
+        within the concurrency limits of its agent and `key`, higher `priority` first."""
+        graph = await self.create(
+            agent,
+            input,
+            run_id=run_id,
+            budget=budget,
+            config=config,
+            key=key,
+            priority=priority,
+        )
         await self.store.leases.notify()
         return graph.run_id
 

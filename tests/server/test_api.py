@@ -16,7 +16,7 @@ from tether.client import ApiError, TetherClient
 from tether.server import StreamSettings
 from tether.server.auth import BearerAuth
 from tether.server.session import Sessions, run_scope
-from tether.store.base import Store
+from tether.store.base import RunInfo, Status, Store
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SLOW = chain_input(n=40, width=2, delay=0.3)
@@ -160,6 +160,21 @@ async def test_start_answers_at_once_then_get_tells_budget_counts(sqlite_store: 
         assert [r["run_id"] for r in page["runs"]] == [run_id]
 
 
+async def test_list_filters_orphaned_runs_apart_from_running_ones(sqlite_store: Store) -> None:
+    # Rows only (no worker here would adopt them): one owner alive, one whose lease ran out.
+    for run_id, lease_s in (("alive", 600.0), ("dead", -60.0)):
+        info = RunInfo(run_id=run_id, agent=CHAIN, status=Status.RUNNING, owner="w")
+        await sqlite_store.runs.create(info, b"first", lease_s=lease_s)
+    async with running(sqlite_store, workers="none") as (url, _), TetherClient(url, TOKEN) as c:
+        orphaned = (await c.list(status="orphaned"))["runs"]
+        assert [(r["run_id"], r["state"]) for r in orphaned] == [("dead", "orphaned")]
+        live = (await c.list(status="running"))["runs"]
+        assert [(r["run_id"], r["state"]) for r in live] == [("alive", "running")]
+        with pytest.raises(ApiError) as bad:
+            await c.list(status="zombie")
+        assert bad.value.status == 400 and "'orphaned'" in str(bad.value)
+
+
 async def test_list_paginates(sqlite_store: Store) -> None:
     async with running(sqlite_store) as (url, _), TetherClient(url, TOKEN) as client:
         ids = {(await client.start(CHAIN, chain_input(1, 1, 0)))["run_id"] for _ in range(5)}
@@ -224,6 +239,33 @@ async def test_a_paused_run_resumes_with_a_larger_budget(sqlite_store: Store) ->
         run = await client.get(run_id)
         assert run["status"] == "succeeded"
         assert run["budget"]["limits"]["max_nodes"] == 50
+
+
+async def test_resume_over_http_takes_plus_n_as_n_more_than_used(sqlite_store: Store) -> None:
+    async with running(sqlite_store) as (url, _), TetherClient(url, TOKEN) as client:
+        run_id = (await client.start(CHAIN, chain_input(4, 1, 0), budget={"max_nodes": 2}))[
+            "run_id"
+        ]
+        await wait_status(client, run_id, "paused")
+        for bad, says in (
+            ("+x", "'+x': not a number"),
+            ("3", "'3': a limit is a finite number >= 0 (0: none), or \"+N\""),
+            (-1, "-1: a limit is"),
+            ("+inf", "'+inf': a limit is"),
+            ("+1e16", "'+1e16': at most 1e+15"),
+        ):
+            field = "max_tokens" if bad == "+1e16" else "max_nodes"
+            with pytest.raises(ApiError) as err:
+                await client.resume(run_id, budget={field: bad})
+            assert (err.value.status, err.value.kind) == (422, "validation")
+            assert f"budget.{field}: Value error, {says}" in str(err.value)
+        assert (await client.get(run_id))["budget"]["limits"]["max_nodes"] == 2
+        await client.resume(run_id, budget={"max_nodes": "+2", "max_cost": 1.5})
+        await wait_status(client, run_id, "paused")
+        run = await client.get(run_id)
+        assert run["budget"]["limits"]["max_nodes"] == 4 == run["budget"]["used"]["nodes"]
+        assert run["budget"]["limits"]["max_cost"] == 1.5
+        assert run["reason"] == "budget: node limit 4 reached"
 
 
 async def test_a_stream_ends_after_its_time_limit_with_a_retry_hint(sqlite_store: Store) -> None:

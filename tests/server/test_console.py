@@ -240,11 +240,15 @@ async def test_the_cancel_and_resume_buttons(server: ServerProcess, browser: Web
     nodes = browser.find_element(By.ID, "b-nodes")
     assert nodes.get_attribute("value") == "1"
     nodes.clear()
-    nodes.send_keys("50", Keys.ENTER)
+    nodes.send_keys("lots", Keys.ENTER)
     sign_in(browser, TOKEN)  # changing a run takes the API token, not the page's cookie
+    note = browser.find_element(By.ID, "action-note")
+    await until(lambda: "budget.max_nodes: Value error, 'lots': not a number" in note.text)
+    nodes.clear()
+    nodes.send_keys("+50", Keys.ENTER)  # 50 more than the 1 node used: a limit of 51
     state = await wait_page(browser, lambda s: s["finished"])
     assert state["status"] == "succeeded"
-    assert browser.execute_script("return window.tetherState.limits.max_nodes") == 50
+    assert browser.execute_script("return window.tetherState.limits.max_nodes") == 51
 
     browser.get(f"{server.url}/runs/{slow}?token={TOKEN}")
     await wait_page(browser, lambda s: s["completedDrawn"] >= 1)

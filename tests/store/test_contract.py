@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tether.errors import ConflictingRecord, RunExists, StaleEpoch, UnknownRun
-from tether.store import RunFilter, RunInfo, Status, Store
+from tether.store import RunFilter, RunInfo, Status, Store, state_filter
 
 
 def run(run_id: str, *, epoch: int = 0, status: Status = Status.QUEUED) -> RunInfo:
@@ -127,6 +127,28 @@ async def test_list_filters_by_agent_id_prefix_and_parent(store: Store) -> None:
     assert await ids(top_level=True, agent="beta") == {"b2"}
     top = await store.runs.list(where=RunFilter(top_level=True), limit=2, offset=1)
     assert len(top) == 2
+
+
+async def test_list_tells_orphaned_runs_from_running_ones_by_the_stores_clock(
+    store: Store,
+) -> None:
+    await store.runs.create(run("live", status=Status.RUNNING), b"first", lease_s=600)
+    await store.runs.create(run("dead", status=Status.RUNNING), b"first", lease_s=-60)
+    await store.runs.create(run("unleased", status=Status.RUNNING), b"first")
+    await store.runs.create(run("paused", status=Status.PAUSED), b"first", lease_s=-60)
+    now = await store.runs.clock()
+
+    async def ids(state: str, **where: Any) -> set[str]:
+        status, where_ = state_filter(state, RunFilter(**where))
+        return {r.run_id for r in await store.runs.list(status=status, where=where_)}
+
+    assert await ids("orphaned") == {"dead"}
+    assert await ids("running") == {"live", "unleased"}
+    assert await ids("paused") == {"paused"}
+    assert await ids("orphaned", agent="nobody") == set()
+    assert {r.run_id: r.state(now) for r in await store.runs.list()}["dead"] == "orphaned"
+    with pytest.raises(ValueError, match="unknown status 'zombie': one of queued, "):
+        state_filter("zombie")
 
 
 async def test_a_fenced_append_lands_at_the_current_epoch(store: Store) -> None:

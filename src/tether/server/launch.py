@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
+from tether.budgets import Change
 from tether.control import cancel, requeue
 from tether.core import Budget
 from tether.heartbeat import DEFAULT_LEASE_TTL
@@ -64,12 +65,17 @@ class Launcher:
         run_id: str,
         budget: Budget | None,
         config: dict[str, Any] | None = None,
+        key: str | None = None,
+        priority: int = 0,
     ) -> None:
         """Record a new run queued and wake the workers (RunExists if the id is taken)."""
-        await self.runtime.submit(agent, input, run_id=run_id, budget=budget, config=config)
+        await self.runtime.submit(
+            agent, input, run_id=run_id, budget=budget, config=config, key=key, priority=priority
+        )
 
-    async def resume(self, run_id: str, *, budget: dict[str, float] | None) -> Status:
-        """Queue a paused or orphaned run again; `budget` replaces the limits it names."""
+    async def resume(self, run_id: str, *, budget: Change | None) -> Status:
+        """Queue a paused or orphaned run again; `budget` replaces the limits it names (a
+        relative one: that much more than the run used)."""
         return await requeue(self.runtime, run_id, budget=budget, ttl=self.lease_ttl)
 
     async def cancel(self, run_id: str) -> Status:

@@ -13,9 +13,10 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from tether.deploys import with_waiting
 from tether.server.request import server_of
 from tether.server.schemas import BadRequest
-from tether.store.base import RunFilter, RunInfo, Status
+from tether.store.base import STATES, RunFilter, RunInfo, state_filter
 from tether.store.forks import Origin
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ def row_view(info: RunInfo, now: float, origin: Origin | None = None) -> dict[st
         "state": info.state(now),
         "lease_left_s": info.lease_left(now),
         "reason": info.reason,
+        "key": info.key,
+        "priority": info.priority,
         "parent_run_id": info.parent_run_id,
         "forked_from": None if origin is None else origin.to_json(),
         "created_at": info.created_at,
@@ -72,14 +75,6 @@ async def usage_view(server: TetherServer, run_id: str) -> dict[str, Any]:
 async def list_runs(request: Request) -> Response:
     server = server_of(request)
     q = request.query_params
-    status = None
-    if q.get("status"):
-        try:
-            status = Status(q["status"])
-        except ValueError:
-            raise BadRequest(
-                400, "bad_status", f"status must be one of {[s.value for s in Status]}"
-            ) from None
     flags = {name: _flag(q.get(name), name) for name in FLAGS}
     where = RunFilter(
         agent=_text(q.get("agent"), "agent"),
@@ -87,6 +82,12 @@ async def list_runs(request: Request) -> Response:
         parent_run_id=_text(q.get("parent"), "parent"),
         top_level=flags["top"],
     )
+    status = None
+    if q.get("status"):
+        try:
+            status, where = state_filter(q["status"], where)
+        except ValueError:
+            raise BadRequest(400, "bad_status", f"status must be one of {list(STATES)}") from None
     limit = _int_param(q.get("limit"), "limit", 50, 1, 500)
     offset = _int_param(q.get("offset"), "offset", 0, 0, 10**9)
     rows = await server.store.runs.list(status=status, where=where, limit=limit + 1, offset=offset)
@@ -95,9 +96,10 @@ async def list_runs(request: Request) -> Response:
         given = {k: v for k, v in q.items() if k not in ("limit", "offset") and v != ""}
         next_url = "/v1/runs?" + urlencode({**given, "limit": limit, "offset": offset + limit})
     now = await server.store.runs.clock()
-    origins = await server.store.forks.origins([info.run_id for info in rows[:limit]])
+    rows = await with_waiting(server.store, rows[:limit])
+    origins = await server.store.forks.origins([info.run_id for info in rows])
     runs = []
-    for info in rows[:limit]:
+    for info in rows:
         view = await _view(server, info, now, usage=flags["usage"], origin=origins.get(info.run_id))
         if flags["children"]:
             children = await server.store.runs.list(

@@ -8,8 +8,15 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.server.schemas import AddSchedule, ForkRun, ResumeRun, StartRun, UpgradeRun
-from tether.store.base import Status
+from tether.server.schemas import (
+    AddSchedule,
+    ForkRun,
+    ResumeRun,
+    SetLimit,
+    StartRun,
+    UpgradeRun,
+)
+from tether.store.base import STATES
 
 _REF = "#/components/schemas/{model}"
 
@@ -42,7 +49,7 @@ _LIST_FLAGS = (
 @cache
 def document() -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    for model in (StartRun, ResumeRun, ForkRun, UpgradeRun, AddSchedule):
+    for model in (StartRun, ResumeRun, ForkRun, UpgradeRun, AddSchedule, SetLimit):
         full = model.model_json_schema(ref_template=_REF)
         schemas.update(full.pop("$defs", {}))
         schemas[model.__name__] = full
@@ -111,6 +118,27 @@ def document() -> dict[str, Any]:
             "required": ["schedules"],
             "properties": {"schedules": {"type": "array", "items": obj}},
         },
+        Limit={
+            "type": "object",
+            "required": ["agent", "key", "each_key", "max_running", "running"],
+            "properties": {
+                "agent": {"type": "string"},
+                "key": {"type": ["string", "null"]},
+                "each_key": {"type": "boolean"},
+                "max_running": {"type": "integer"},
+                "running": {"type": "integer"},
+            },
+        },
+        Limits={
+            "type": "object",
+            "required": ["limits"],
+            "properties": {"limits": {"type": "array", "items": obj}},
+        },
+        LimitRemoved={
+            "type": "object",
+            "required": ["scope", "removed"],
+            "properties": {"scope": {"type": "string"}, "removed": {"type": "boolean"}},
+        },
         ScheduleRemoved={
             "type": "object",
             "required": ["name", "removed"],
@@ -154,7 +182,9 @@ def document() -> dict[str, Any]:
                  "400": _err("bad filter or page")},
                 parameters=[
                     {"name": "status", "in": "query", "required": False,
-                     "schema": {"type": "string", "enum": [s.value for s in Status]}},
+                     "description": "runs in this state as views show it (`orphaned`: "
+                     "running under a lease that ran out; `running` leaves those out)",
+                     "schema": {"type": "string", "enum": list(STATES)}},
                     {"name": "limit", "in": "query", "required": False,
                      "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
                     {"name": "offset", "in": "query", "required": False,
@@ -238,6 +268,30 @@ def document() -> dict[str, Any]:
             "the live workers: agent versions served, runs held, last heartbeat",
             {"200": {"description": "the workers", "content": _json("Workers")}},
         )},
+        "/v1/limits": {
+            "get": _op(
+                "the concurrency limits workers' claims enforce, with the slots held now",
+                {"200": {"description": "the limits", "content": _json("Limits")}},
+            ),
+            "put": _op(
+                "cap the runs of an agent, of one of its keys, or of each key, at once",
+                {"200": {"description": "set", "content": _json("Limit")}, **bad},
+                requestBody={"required": True, "content": _json("SetLimit")},
+            ),
+            "delete": _op(
+                "lift a concurrency limit: the runs that waited for it are claimable at once",
+                {"200": {"description": "removed", "content": _json("LimitRemoved")},
+                 "400": _err("no agent given"), "404": _err("no limit of that scope")},
+                parameters=[
+                    {"name": "agent", "in": "query", "required": True,
+                     "schema": {"type": "string", "minLength": 1, "maxLength": 200}},
+                    {"name": "key", "in": "query", "required": False,
+                     "schema": {"type": "string", "maxLength": 200}},
+                    {"name": "each_key", "in": "query", "required": False,
+                     "schema": {"type": "string", "enum": ["0", "1", "true", "false"]}},
+                ],
+            ),
+        },
         "/v1/schedules": {
             "get": _op(
                 "the schedules: cron, agent, input, time zone, next fire time",

@@ -14,10 +14,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from tether import metrics
-from tether.deploys import CannotUpgrade
+from tether.deploys import CannotUpgrade, with_waiting
 from tether.errors import (
     BadFork,
     BadInput,
+    BadLimit,
     BadRunId,
     BadSchedule,
     BudgetSpent,
@@ -32,6 +33,7 @@ from tether.errors import (
     StoreUnavailable,
     TetherError,
     UnknownAgent,
+    UnknownLimit,
     UnknownRun,
     UnknownSchedule,
     UnknownSeq,
@@ -44,6 +46,7 @@ from tether.server.console import console_page, run_children, run_page
 from tether.server.deploy_route import list_workers, upgrade_run
 from tether.server.events import parse_after, record_stream
 from tether.server.fork_route import fork_run
+from tether.server.limit_route import delete_limit, list_limits, put_limit
 from tether.server.limits import BodyTooLarge, TooMany
 from tether.server.listing import list_runs, row_view, urls
 from tether.server.openapi import openapi
@@ -102,6 +105,8 @@ async def start_run(request: Request) -> Response:
             run_id=run_id,
             budget=body.budget.budget() if body.budget else None,
             config={"request": fingerprint(body)} if key else None,
+            key=body.key,
+            priority=body.priority,
         )
     except RunExists:
         if not key:
@@ -142,6 +147,7 @@ async def get_run(request: Request) -> Response:
     info = await server.store.runs.get(run_id)
     if info is None:
         raise UnknownRun(run_id)
+    [info] = await with_waiting(server.store, [info])
     at = request.query_params.get("at")
     if at is not None and not (at.isascii() and at.isdigit() and len(at) <= 18):
         raise BadRequest(400, "bad_at", "?at= must be a seq (an integer >= 0)")
@@ -230,7 +236,7 @@ async def resume_run(request: Request) -> Response:
     if await server.store.runs.get(run_id) is None:
         raise UnknownRun(run_id)
     status = await server.launcher.resume(
-        run_id, budget=body.budget.given() if body.budget else None
+        run_id, budget=body.budget.change() if body.budget else None
     )
     return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)}, 202)
 
@@ -343,6 +349,8 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         BadRunId: (400, "bad_run_id"),
         UnknownAgent: (422, "unknown_agent"),
         BadSchedule: (422, "bad_schedule"),
+        BadLimit: (422, "bad_limit"),
+        UnknownLimit: (404, "unknown_limit"),
         ScheduleExists: (409, "schedule_exists"),
         UnknownSchedule: (404, "unknown_schedule"),
         StoreUnavailable: (503, "store_unavailable"),
@@ -379,6 +387,9 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/fork", fork_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/upgrade", upgrade_run, methods=["POST"]),
         Route("/v1/workers", list_workers, methods=["GET"]),
+        Route("/v1/limits", list_limits, methods=["GET"]),
+        Route("/v1/limits", put_limit, methods=["PUT"]),
+        Route("/v1/limits", delete_limit, methods=["DELETE"]),
         Route("/v1/schedules", list_schedules, methods=["GET"]),
         Route("/v1/schedules", add_schedule, methods=["POST"]),
         Route("/v1/schedules/{name}", remove_schedule, methods=["DELETE"]),

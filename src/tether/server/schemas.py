@@ -6,8 +6,9 @@ import json
 import math
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from tether.budgets import LIMIT_RULE, Change, limit_value
 from tether.core import Budget
 
 MAX_BODY_BYTES = 1 << 20
@@ -18,22 +19,64 @@ MAX_DEPTH = 100
 M = TypeVar("M", bound=BaseModel)
 
 
+# The largest limit a request may set, by Budget field.
+MOST = {
+    "max_nodes": 10**9,
+    "max_tokens": 10**15,
+    "max_cost": 1e12,
+    "max_wall_s": 1e9,
+    "max_turns": 10**9,
+}
+
+
 class BudgetIn(BaseModel):
     """Run limits; 0 means unlimited. On resume, only the fields given change."""
 
     model_config = ConfigDict(extra="forbid")
 
-    max_nodes: int | None = Field(default=None, ge=0, le=10**9)
-    max_tokens: int | None = Field(default=None, ge=0, le=10**15)
-    max_cost: float | None = Field(default=None, ge=0, le=1e12, allow_inf_nan=False)
-    max_wall_s: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
-    max_turns: int | None = Field(default=None, ge=0, le=10**9)
+    max_nodes: int | None = Field(default=None, ge=0, le=MOST["max_nodes"])
+    max_tokens: int | None = Field(default=None, ge=0, le=MOST["max_tokens"])
+    max_cost: float | None = Field(default=None, ge=0, le=MOST["max_cost"], allow_inf_nan=False)
+    max_wall_s: float | None = Field(default=None, ge=0, le=MOST["max_wall_s"], allow_inf_nan=False)
+    max_turns: int | None = Field(default=None, ge=0, le=MOST["max_turns"])
 
     def given(self) -> dict[str, float]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
     def budget(self) -> Budget:
         return Budget(**self.given())  # type: ignore[arg-type]
+
+
+class ResumeBudgetIn(BaseModel):
+    """Limits to resume with: a number replaces one (0: none), `"+N"` is N more than the
+    run used so far (as `tether resume --budget nodes=+2`); fields left out are kept."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_nodes: int | str | None = None
+    max_tokens: int | str | None = None
+    max_cost: float | str | None = None
+    max_wall_s: float | str | None = None
+    max_turns: int | str | None = None
+
+    @field_validator("*")
+    @classmethod
+    def _limit(cls, value: float | str | None, info: ValidationInfo) -> float | str | None:
+        if value is None:
+            return None
+        try:
+            amount, relative = limit_value(value)
+            if isinstance(value, str) and not relative:
+                raise ValueError(LIMIT_RULE)
+        except ValueError as exc:
+            raise ValueError(f"{value!r}: {exc}") from None
+        most = MOST[info.field_name or ""]
+        if amount > most:
+            raise ValueError(f"{value!r}: at most {most:g}")
+        return value
+
+    def change(self) -> Change:
+        return {k: limit_value(v) for k, v in self.model_dump().items() if v is not None}
 
 
 class StartRun(BaseModel):
@@ -44,6 +87,12 @@ class StartRun(BaseModel):
     agent: str = Field(min_length=1, max_length=200, description="an agent this server runs")
     input: Any = Field(default=None, description="the run's input, any JSON value")
     budget: BudgetIn | None = None
+    key: str | None = Field(
+        default=None, min_length=1, max_length=200, description="its concurrency key"
+    )
+    priority: int = Field(
+        default=0, ge=-(2**31) + 1, le=2**31 - 1, description="claimed before lower ones"
+    )
 
 
 class AddSchedule(BaseModel):
@@ -61,13 +110,28 @@ class AddSchedule(BaseModel):
     )
 
 
+class SetLimit(BaseModel):
+    """PUT /v1/limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(min_length=1, max_length=200, description="an agent this server runs")
+    key: str | None = Field(
+        default=None, min_length=1, max_length=200, description="only the runs with this key"
+    )
+    each_key: bool = Field(default=False, description="each concurrency key apart")
+    max_running: int = Field(description="runs at once, 1 or more")
+
+
 class ResumeRun(BaseModel):
     """POST /v1/runs/{run_id}/resume."""
 
     model_config = ConfigDict(extra="forbid")
 
-    budget: BudgetIn | None = Field(
-        default=None, description="new limits; fields left out keep the run's current ones"
+    budget: ResumeBudgetIn | None = Field(
+        default=None,
+        description='new limits, or "+N" for N more than used so far; fields left out keep '
+        "the run's current ones",
     )
 
 

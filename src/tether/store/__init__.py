@@ -9,6 +9,8 @@ from urllib.parse import urlsplit
 from tether.store.base import (
     DRAIN,
     EVERY_RUN,
+    ORPHANED,
+    STATES,
     Claim,
     Leases,
     LogStore,
@@ -18,6 +20,7 @@ from tether.store.base import (
     RunTable,
     Status,
     Store,
+    state_filter,
 )
 
 DEFAULT_DATA_DIR = ".tether"
@@ -94,6 +97,8 @@ async def migrate_url(url: str | None = None, *, partitions: int | None = None) 
 __all__ = [
     "DRAIN",
     "EVERY_RUN",
+    "ORPHANED",
+    "STATES",
     "Claim",
     "Leases",
     "LogStore",
@@ -106,5 +111,6 @@ __all__ = [
     "data_dir",
     "default_url",
     "migrate_url",
+    "state_filter",
     "store_from_url",
 ]

@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from tether.status import Status as Status  # re-exported: stores speak of run status
 
 if TYPE_CHECKING:
     from tether.store.forks import ForkTable
+    from tether.store.limits import ConcurrencyLimits
     from tether.store.rates import RateLimits
     from tether.store.retention import Retention
     from tether.store.schedules import Schedules
@@ -32,6 +33,8 @@ class RunFilter:
     run_id_prefix: str | None = None  # a search by id; a run's sub-agent runs share it
     parent_run_id: str | None = None  # only the sub-agent runs of this run
     top_level: bool = False  # only runs that are not sub-agent runs
+    # True: only running runs whose owner's lease ran out (orphaned); False: all but those.
+    orphaned: bool | None = None
 
     @property
     def everything(self) -> bool:
@@ -39,6 +42,21 @@ class RunFilter:
 
 
 EVERY_RUN = RunFilter()
+# What a listing may be asked for by state, as views show it (`RunInfo.state`).
+STATES = (*(s.value for s in Status), ORPHANED)
+
+
+def state_filter(state: str, where: RunFilter = EVERY_RUN) -> tuple[Status, RunFilter]:
+    """The status and filter that list the runs in `state` as views show it: `orphaned`
+    is a running run whose lease ran out, so `running` leaves those out. ValueError
+    naming the states for anything else."""
+    if state not in STATES:
+        raise ValueError(f"unknown status {state!r}: one of {', '.join(STATES)}")
+    if state == ORPHANED:
+        return Status.RUNNING, replace(where, orphaned=True)
+    if state == Status.RUNNING.value:
+        return Status.RUNNING, replace(where, orphaned=False)
+    return Status(state), where
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +75,10 @@ class RunInfo:
     lease_until: float | None = None
     # The version of its agent's code the run is on (None: a run older than versions).
     agent_version: str | None = None
+    # Flow control (tether.store.limits): the run's concurrency key (a tenant, a user; None:
+    # none) and its priority (higher is claimed first).
+    key: str | None = None
+    priority: int = 0
 
     def lease_left(self, now: float) -> float | None:
         """Seconds left on the owner's lease at `now` (the store's clock); None: no lease."""
@@ -344,7 +366,7 @@ class Leases(ABC):
 
 class Store(ABC):
     """A backend: the log, the runs table, the leases, retention, forks, the workers table,
-    shared model rate limits and schedules over one database."""
+    shared model rate limits, concurrency limits and schedules over one database."""
 
     url: str
     log: LogStore
@@ -352,6 +374,7 @@ class Store(ABC):
     leases: Leases
     retention: Retention
     rates: RateLimits
+    limits: ConcurrencyLimits
     schedules: Schedules
     forks: ForkTable
     workers: Workers

@@ -77,6 +77,18 @@ def plan_segments(
 
 
 @dataclass(frozen=True, slots=True)
+class NewRun:
+    """One run to create with `ForkTable.create_runs`: its row and seq 0, its own rows, the
+    ranges it references and where it came from (None: not a fork)."""
+
+    info: RunInfo
+    first_record: bytes
+    origin: Origin | None = None
+    segments: Sequence[Segment] = ()
+    entries: Sequence[tuple[int, bytes]] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Copy:
     """Copy seqs `from_seq`..`to_seq` of `source_run_id` into `run_id`'s log; then drop the
     reference that started at `from_seq`, or start it at `rest_from` (rows left to copy)."""
@@ -105,7 +117,6 @@ def plan_copies(refs: Iterable[tuple[str, int, int, str]], limit: int) -> list[C
 class ForkTable(ABC):
     """Creating forks, their references and lineage; copying references out before a delete."""
 
-    @abstractmethod
     async def create(
         self,
         info: RunInfo,
@@ -116,6 +127,13 @@ class ForkTable(ABC):
     ) -> None:
         """Insert the fork's row, its seq 0, its own `entries`, its references and its
         origin in one transaction (RunExists if the id is taken)."""
+        await self.create_runs([NewRun(info, first_record, origin, segments, entries)])
+
+    @abstractmethod
+    async def create_runs(self, runs: Sequence[NewRun]) -> None:
+        """Insert these runs (rows, seq 0, own rows, references, origins) in one
+        transaction: all of them, or none (RunExists naming the first id taken). What an
+        import (`tether.tlog`) writes a file's runs with."""
 
     @abstractmethod
     async def rows_at(self, run_id: str, seqs: Sequence[int]) -> dict[int, bytes]:

@@ -13,6 +13,7 @@ from tether.errors import RunExists, StaleEpoch, UnknownRun
 from tether.store.base import (
     DRAIN,
     EVERY_RUN,
+    ORPHANED,
     Claim,
     Leases,
     LogStore,
@@ -25,9 +26,10 @@ from tether.store.base import (
     Store,
     Stranded,
 )
-from tether.store.forks import ForkTable, Origin, Segment, plan_copies
+from tether.store.forks import ForkTable, NewRun, Origin, Segment, plan_copies
 from tether.store.judgement import AppendFacts, judge_append
-from tether.store.memory_flow import MemoryRates, MemorySchedules
+from tether.store.limits import Candidate, claim_order
+from tether.store.memory_flow import MemoryLimits, MemoryRates, MemorySchedules, held_slots
 from tether.store.retention import FINISHED, Retention, Rows
 from tether.store.workers import WorkerInfo, Workers
 
@@ -130,13 +132,17 @@ class MemoryRuns(RunTable):
         offset: int = 0,
     ) -> list[RunInfo]:
         rows = sorted(self._s.runs.values(), key=lambda r: (-r.created_at, r.run_id))
-        rows = [r for r in rows if (status is None or r.status == status) and _admits(where, r)]
+        now = time.time()  # leases are timed by this clock, as in the SQLite store
+        rows = [
+            r for r in rows if (status is None or r.status == status) and _admits(where, r, now)
+        ]
         return rows[offset : offset + limit]
 
 
-def _admits(where: RunFilter, info: RunInfo) -> bool:
+def _admits(where: RunFilter, info: RunInfo, now: float) -> bool:
     return (
-        (where.agent is None or info.agent == where.agent)
+        (where.orphaned is None or (info.state(now) == ORPHANED) == where.orphaned)
+        and (where.agent is None or info.agent == where.agent)
         and (where.run_id_prefix is None or info.run_id.startswith(where.run_id_prefix))
         and (where.parent_run_id is None or info.parent_run_id == where.parent_run_id)
         and not (where.top_level and info.parent_run_id is not None)
@@ -163,9 +169,10 @@ def _runnable(state: _State, info: RunInfo, now: float) -> bool:
 
 
 class MemoryLeases(Leases):
-    def __init__(self, state: _State, log: MemoryLog) -> None:
+    def __init__(self, state: _State, log: MemoryLog, limits: MemoryLimits) -> None:
         self._s = state
         self._log = log
+        self._limits = limits
         self._woken = asyncio.Event()
 
     async def claim(
@@ -179,12 +186,17 @@ class MemoryLeases(Leases):
     ) -> list[Claim]:
         now = time.time()
         found = [
-            r
+            Candidate(r.run_id, r.agent, r.key or "", r.priority, r.created_at)
             for r in self._runnable(skip, now)
             if serves is None or serves.admits(r.run_id, r.agent, r.agent_version)
-        ][: max(limit, 0)]
+        ]
+        limits = self._limits.current()
+        order = found  # oldest first: the order while no limit, key or priority is set
+        if limits.rows or any(c.key or c.priority for c in found):
+            order = claim_order(found, held_slots(self._s.runs.values(), now), limits)
         claims = []
-        for info in found:
+        for c in order[: max(limit, 0)]:
+            info = self._s.runs[c.run_id]
             self._s.runs[info.run_id] = replace(
                 info,
                 status=Status.RUNNING,
@@ -400,18 +412,20 @@ class MemoryForks(ForkTable):
         self._runs = runs
         self._log = log
 
-    async def create(
-        self,
-        info: RunInfo,
-        first_record: bytes,
-        origin: Origin,
-        segments: Sequence[Segment],
-        entries: Sequence[tuple[int, bytes]] = (),
-    ) -> None:
-        await self._runs.create(info, first_record)  # nothing awaits in between: one transaction
-        self._s.logs[info.run_id].update(entries)
-        self._s.refs[info.run_id] = sorted(segments)
-        self._s.origins[info.run_id] = origin
+    async def create_runs(self, runs: Sequence[NewRun]) -> None:
+        # Every id is checked before anything is written, and nothing awaits in between:
+        # one transaction.
+        seen: set[str] = set()
+        for run in runs:
+            if run.info.run_id in self._s.runs or run.info.run_id in seen:
+                raise RunExists(run.info.run_id)
+            seen.add(run.info.run_id)
+        for run in runs:
+            await self._runs.create(run.info, run.first_record)
+            self._s.logs[run.info.run_id].update(run.entries)
+            self._s.refs[run.info.run_id] = sorted(run.segments)
+            if run.origin is not None:
+                self._s.origins[run.info.run_id] = run.origin
 
     async def rows_at(self, run_id: str, seqs: Sequence[int]) -> dict[int, bytes]:
         wanted = set(seqs)
@@ -479,7 +493,8 @@ class MemoryStore(Store):
         state = _State()
         self.log = MemoryLog(state)
         self.runs = MemoryRuns(state)
-        self.leases = MemoryLeases(state, self.log)
+        self.limits = MemoryLimits(state.runs)
+        self.leases = MemoryLeases(state, self.log, self.limits)
         self.retention = MemoryRetention(state)
         self.forks = MemoryForks(state, self.runs, self.log)
         self.workers = MemoryWorkers()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from tether.errors import ScheduleExists
+from tether.store.base import RunInfo, Status
+from tether.store.limits import ConcurrencyLimit, ConcurrencyLimits, Limits
 from tether.store.rates import MIN_WAIT, RateLimit, RateLimits, RateState, granted_meters
 from tether.store.schedules import Schedule, Schedules
 
@@ -54,6 +57,41 @@ class MemoryRates(RateLimits):
         until = time.time() + seconds
         row = self._rows.get(key) or RateState(None, 0.0, 0.0, 0.0)
         self._rows[key] = replace(row, blocked_until=max(row.blocked_until, until))
+
+
+def held_slots(runs: Iterable[RunInfo], now: float) -> dict[tuple[str, str], int]:
+    """The live slots by (agent, key): top-level runs running under a live lease."""
+    held: dict[tuple[str, str], int] = {}
+    for r in runs:
+        live = r.lease_until is not None and r.lease_until >= now
+        if r.parent_run_id is None and r.status is Status.RUNNING and live:
+            slot = (r.agent, r.key or "")
+            held[slot] = held.get(slot, 0) + 1
+    return held
+
+
+class MemoryLimits(ConcurrencyLimits):
+    def __init__(self, runs: Mapping[str, RunInfo]) -> None:
+        self._rows: dict[tuple[str, str, bool], ConcurrencyLimit] = {}
+        self._runs = runs
+
+    def current(self) -> Limits:
+        return Limits(list(self._rows.values()))
+
+    async def set(self, limit: ConcurrencyLimit, *, only_if_missing: bool = False) -> None:
+        scope = (limit.agent, limit.stored_key, limit.each_key)
+        if not (only_if_missing and scope in self._rows):
+            self._rows[scope] = limit
+
+    async def remove(self, agent: str, key: str | None = None, *, each_key: bool = False) -> bool:
+        return self._rows.pop((agent, key or "", each_key), None) is not None
+
+    async def all(self) -> list[ConcurrencyLimit]:
+        return [self._rows[s] for s in sorted(self._rows, key=lambda s: (s[0], s[2], s[1]))]
+
+    async def held(self, agent: str) -> dict[str, int]:
+        slots = held_slots(self._runs.values(), time.time())
+        return {key: n for (a, key), n in slots.items() if a == agent}
 
 
 class MemorySchedules(Schedules):

@@ -30,7 +30,7 @@ from __future__ import annotations
 from tether.errors import StoreNotReady
 from tether.store.base import Store
 from tether.store.postgres_db import PgPool, wrap_errors
-from tether.store.postgres_flow import PostgresRates, PostgresSchedules
+from tether.store.postgres_flow import PostgresLimits, PostgresRates, PostgresSchedules
 from tether.store.postgres_forks import PostgresForks
 from tether.store.postgres_leases import PostgresLeases
 from tether.store.postgres_log import PostgresLog
@@ -58,6 +58,7 @@ class PostgresStore(Store):
         self.forks = PostgresForks(self._db)
         self.workers = PostgresWorkers(self._db)
         self.rates = PostgresRates(self._db)
+        self.limits = PostgresLimits(self._db)
         self.schedules = PostgresSchedules(self._db)
 
     @property

@@ -1,8 +1,10 @@
-"""Flow control on PostgreSQL: shared model rate limits and schedules, one statement each."""
+"""Flow control on PostgreSQL: shared model rate limits, concurrency limits and schedules,
+one statement each."""
 
 from __future__ import annotations
 
 from tether.errors import ScheduleExists
+from tether.store.limits import ConcurrencyLimit, ConcurrencyLimits, limit_of
 from tether.store.postgres_db import PgPool, rowcount
 from tether.store.queries import load_queries
 from tether.store.rates import MIN_WAIT, RateLimit, RateLimits, RateState, rate_state
@@ -10,6 +12,7 @@ from tether.store.schedules import Schedule, Schedules, schedule_of, schedule_ro
 
 RQ = load_queries("postgres", "rates.sql")
 SQ = load_queries("postgres", "schedules.sql")
+LQ = load_queries("postgres", "limits.sql")
 
 
 class PostgresRates(RateLimits):
@@ -38,6 +41,27 @@ class PostgresRates(RateLimits):
 
     async def block(self, key: str, seconds: float) -> None:
         await self._db.execute(RQ["rate_block"], key, float(seconds))
+
+
+class PostgresLimits(ConcurrencyLimits):
+    def __init__(self, db: PgPool) -> None:
+        self._db = db
+
+    async def set(self, limit: ConcurrencyLimit, *, only_if_missing: bool = False) -> None:
+        query = LQ["limit_set_default" if only_if_missing else "limit_set"]
+        await self._db.execute(
+            query, limit.agent, limit.stored_key, limit.each_key, limit.max_running
+        )
+
+    async def remove(self, agent: str, key: str | None = None, *, each_key: bool = False) -> bool:
+        rows = await self._db.fetch(LQ["limit_remove"], agent, key or "", each_key)
+        return bool(rows[0][0])
+
+    async def all(self) -> list[ConcurrencyLimit]:
+        return [limit_of(tuple(r)) for r in await self._db.fetch(LQ["limit_list"])]
+
+    async def held(self, agent: str) -> dict[str, int]:
+        return {r[0]: r[1] for r in await self._db.fetch(LQ["limit_held"], agent)}
 
 
 class PostgresSchedules(Schedules):

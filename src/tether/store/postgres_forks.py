@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from tether.errors import ConflictingRecord, RunExists
-from tether.store.base import RunInfo
-from tether.store.forks import ForkTable, Origin, Segment, plan_copies
+from tether.store.forks import ForkTable, NewRun, Origin, Segment, plan_copies
 from tether.store.postgres_db import PgPool
 from tether.store.postgres_runs import create_args
 from tether.store.queries import load_queries
@@ -21,36 +21,10 @@ class PostgresForks(ForkTable):
     def __init__(self, db: PgPool) -> None:
         self._db = db
 
-    async def create(
-        self,
-        info: RunInfo,
-        first_record: bytes,
-        origin: Origin,
-        segments: Sequence[Segment],
-        entries: Sequence[tuple[int, bytes]] = (),
-    ) -> None:
+    async def create_runs(self, runs: Sequence[NewRun]) -> None:
         async with self._db.connection() as conn, conn.transaction():
-            try:
-                created = await conn.fetchval(Q["create_run"], *create_args(info, first_record))
-            except asyncpg.NotNullViolationError as exc:
-                if exc.column_name != "seq":
-                    raise
-                raise ConflictingRecord(info.run_id, 0) from None
-            if created == 0:
-                raise RunExists(info.run_id)
-            if entries:
-                seqs = [seq for seq, _ in entries]
-                await conn.execute(Q["append"], info.run_id, seqs, [r for _, r in entries])
-            await conn.execute(
-                F["add_refs"],
-                info.run_id,
-                [s.from_seq for s in segments],
-                [s.to_seq for s in segments],
-                [s.source_run_id for s in segments],
-            )
-            await conn.execute(
-                F["add_origin"], info.run_id, origin.source_run_id, origin.source_seq
-            )
+            for run in runs:
+                await _insert(conn, run)
 
     async def rows_at(self, run_id: str, seqs: Sequence[int]) -> dict[int, bytes]:
         rows = await self._db.fetch(F["rows_at"], run_id, list(seqs))
@@ -78,3 +52,29 @@ class PostgresForks(ForkTable):
                 else:
                     await conn.execute(F["shrink_ref"], c.run_id, c.from_seq, c.rest_from)
         return sum(c.to_seq - c.from_seq + 1 for c in copies)
+
+
+async def _insert(conn: PoolConnectionProxy, run: NewRun) -> None:
+    """One run's row, seq 0, own rows, references and origin, in the caller's transaction."""
+    info = run.info
+    try:
+        created = await conn.fetchval(Q["create_run"], *create_args(info, run.first_record))
+    except asyncpg.NotNullViolationError as exc:
+        if exc.column_name != "seq":
+            raise
+        raise ConflictingRecord(info.run_id, 0) from None
+    if created == 0:
+        raise RunExists(info.run_id)
+    if run.entries:
+        seqs = [seq for seq, _ in run.entries]
+        await conn.execute(Q["append"], info.run_id, seqs, [r for _, r in run.entries])
+    if run.segments:
+        await conn.execute(
+            F["add_refs"],
+            info.run_id,
+            [s.from_seq for s in run.segments],
+            [s.to_seq for s in run.segments],
+            [s.source_run_id for s in run.segments],
+        )
+    if (o := run.origin) is not None:
+        await conn.execute(F["add_origin"], info.run_id, o.source_run_id, o.source_seq)

@@ -16,6 +16,7 @@ from tether.store.postgres_db import PgPool, rowcount, wrap_errors
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
+LQ = load_queries("postgres", "limits.sql")
 CHANNEL = "tether_work"
 log = logging.getLogger("tether.store.postgres")
 
@@ -41,9 +42,14 @@ class PostgresLeases(Leases):
             return []
         agents, versions = serves.pairs() if serves is not None else (None, None)
         also = list(serves.also) if serves is not None else []
-        rows = await self._db.fetch(
-            Q["claim"], owner, limit, ttl, list(skip), agents, versions, also
-        )
+        args = (owner, limit, ttl, list(skip), agents, versions, also)
+        rows = await self._db.fetch(Q["claim"], *args)
+        if rows and rows[-1][0] is None:  # flow control is on: claim in its order
+            limited = bool(rows[-1][2])
+            async with self._db.connection() as conn, conn.transaction():
+                if limited:  # claims take turns while limits exist (limits.sql)
+                    await conn.execute(LQ["claim_lock"])
+                rows = await conn.fetch(LQ["claim_flow"], *args)
         return [Claim(row[0], row[1], row[2]) for row in rows]
 
     async def stranded(self, serves: Serves, skip: Sequence[str], limit: int) -> list[Stranded]:

@@ -28,6 +28,8 @@ def run_info(row: asyncpg.Record) -> RunInfo:
         epoch=row["epoch"],
         lease_until=row["lease_until"],
         agent_version=row.get("agent_version"),
+        key=row.get("concurrency_key") or None,
+        priority=row.get("priority") or 0,
     )
 
 
@@ -47,6 +49,8 @@ def create_args(
         first_record,
         lease_s,  # NULL + anything is NULL: no lease
         info.agent_version,
+        info.key or "",
+        info.priority,
     )
 
 
@@ -119,6 +123,7 @@ class PostgresRuns(RunTable):
                 where.top_level,
                 limit,
                 offset,
+                where.orphaned,
             )
         elif status is None:
             rows = await self._db.fetch(Q["list_runs"], limit, offset)

@@ -15,7 +15,7 @@ from tether.errors import RunExists, StaleEpoch, StoreError, StoreNotReady, Unkn
 from tether.store.base import EVERY_RUN, LogStore, RunFilter, RunInfo, RunTable, Status, Store
 from tether.store.queries import load_migrations, load_queries
 from tether.store.sqlite_append import append_rows
-from tether.store.sqlite_flow import SqliteRates, SqliteSchedules
+from tether.store.sqlite_flow import SqliteLimits, SqliteRates, SqliteSchedules
 from tether.store.sqlite_forks import SqliteForks
 from tether.store.sqlite_leases import SqliteLeases
 from tether.store.sqlite_retention import SqliteRetention
@@ -116,6 +116,8 @@ def _info(row: Any) -> RunInfo:
         epoch=row[8],
         lease_until=row[9],
         agent_version=row[10] if len(row) > 10 else None,
+        key=(row[11] or None) if len(row) > 11 else None,
+        priority=row[12] if len(row) > 12 else 0,
     )
 
 
@@ -152,6 +154,8 @@ class SqliteRuns(RunTable):
                     info.epoch,
                     lease_until,
                     info.agent_version,
+                    info.key or "",
+                    info.priority,
                 ),
             )
         except sqlite3.IntegrityError:
@@ -205,6 +209,8 @@ class SqliteRuns(RunTable):
                     "prefix": where.run_id_prefix,
                     "parent": where.parent_run_id,
                     "top": int(where.top_level),
+                    "orphaned": None if where.orphaned is None else int(where.orphaned),
+                    "now": time.time(),  # leases are timed by this clock (sqlite_leases)
                     "limit": limit,
                     "offset": offset,
                 }
@@ -236,6 +242,7 @@ class SqliteStore(Store):
         self.forks = SqliteForks(self._db, self.runs)
         self.workers = SqliteWorkers(self._db)
         self.rates = SqliteRates(self._db)
+        self.limits = SqliteLimits(self._db)
         self.schedules = SqliteSchedules(self._db)
 
     async def open(self) -> None:

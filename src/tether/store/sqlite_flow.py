@@ -1,4 +1,5 @@
-"""Flow control on SQLite: shared model rate limits and schedules, one transaction each."""
+"""Flow control on SQLite: shared model rate limits, concurrency limits and schedules, one
+transaction each."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tether.errors import ScheduleExists
+from tether.store.limits import ConcurrencyLimit, ConcurrencyLimits, limit_of
 from tether.store.queries import load_queries
 from tether.store.rates import MIN_WAIT, RateLimit, RateLimits, RateState, rate_state
 from tether.store.schedules import Schedule, Schedules, schedule_of, schedule_row
@@ -17,6 +19,16 @@ if TYPE_CHECKING:
 
 RQ = load_queries("sqlite", "rates.sql")
 SQ = load_queries("sqlite", "schedules.sql")
+LQ = load_queries("sqlite", "limits.sql")
+
+
+async def _write(db: _Db, query: str, args: Mapping[str, object] | tuple[object, ...]) -> int:
+    """One statement in its own transaction; the rows it changed."""
+
+    def work(conn: sqlite3.Connection) -> int:
+        return conn.execute(query, args).rowcount
+
+    return await db.call(lambda: db.transaction(work))
 
 
 class SqliteRates(RateLimits):
@@ -24,10 +36,7 @@ class SqliteRates(RateLimits):
         self._db = db
 
     async def _write(self, query: str, args: Mapping[str, object] | tuple[object, ...]) -> int:
-        def work(conn: sqlite3.Connection) -> int:
-            return conn.execute(query, args).rowcount
-
-        return await self._db.call(lambda: self._db.transaction(work))
+        return await _write(self._db, query, args)
 
     async def set(self, limit: RateLimit, *, only_if_missing: bool = False) -> None:
         args = {
@@ -61,6 +70,33 @@ class SqliteRates(RateLimits):
 
     async def block(self, key: str, seconds: float) -> None:
         await self._write(RQ["rate_block"], {"key": key, "until": time.time() + seconds})
+
+
+class SqliteLimits(ConcurrencyLimits):
+    def __init__(self, db: _Db) -> None:
+        self._db = db
+
+    async def set(self, limit: ConcurrencyLimit, *, only_if_missing: bool = False) -> None:
+        args = {
+            "agent": limit.agent,
+            "key": limit.stored_key,
+            "each": int(limit.each_key),
+            "n": limit.max_running,
+        }
+        await _write(self._db, LQ["limit_set_default" if only_if_missing else "limit_set"], args)
+
+    async def remove(self, agent: str, key: str | None = None, *, each_key: bool = False) -> bool:
+        args = {"agent": agent, "key": key or "", "each": int(each_key)}
+        return await _write(self._db, LQ["limit_remove"], args) > 0
+
+    async def all(self) -> list[ConcurrencyLimit]:
+        rows = await self._db.call(lambda: self._db.conn.execute(LQ["limit_list"]).fetchall())
+        return [limit_of(r) for r in rows]
+
+    async def held(self, agent: str) -> dict[str, int]:
+        args = {"agent": agent, "now": time.time()}
+        rows = await self._db.call(lambda: self._db.conn.execute(LQ["limit_held"], args).fetchall())
+        return {r[0]: int(r[1]) for r in rows}
 
 
 class SqliteSchedules(Schedules):

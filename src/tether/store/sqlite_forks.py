@@ -7,8 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tether.store.base import RunInfo
-from tether.store.forks import ForkTable, Origin, Segment, plan_copies
+from tether.store.forks import ForkTable, NewRun, Origin, Segment, plan_copies
 from tether.store.queries import load_queries
 
 if TYPE_CHECKING:
@@ -23,21 +22,16 @@ class SqliteForks(ForkTable):
         self._db = db
         self._runs = runs
 
-    async def create(
-        self,
-        info: RunInfo,
-        first_record: bytes,
-        origin: Origin,
-        segments: Sequence[Segment],
-        entries: Sequence[tuple[int, bytes]] = (),
-    ) -> None:
+    async def create_runs(self, runs: Sequence[NewRun]) -> None:
         def work(conn: sqlite3.Connection) -> None:
-            self._runs.insert(conn, info, first_record, None)
-            for seq, record in entries:
-                conn.execute(Q["append"], (info.run_id, seq, record))
-            for s in segments:
-                conn.execute(F["add_ref"], (info.run_id, s.from_seq, s.to_seq, s.source_run_id))
-            conn.execute(F["add_origin"], (info.run_id, origin.source_run_id, origin.source_seq))
+            for run in runs:
+                run_id = run.info.run_id
+                self._runs.insert(conn, run.info, run.first_record, None)
+                conn.executemany(Q["append"], [(run_id, seq, r) for seq, r in run.entries])
+                for s in run.segments:
+                    conn.execute(F["add_ref"], (run_id, s.from_seq, s.to_seq, s.source_run_id))
+                if (o := run.origin) is not None:
+                    conn.execute(F["add_origin"], (run_id, o.source_run_id, o.source_seq))
 
         await self._db.call(lambda: self._db.transaction(work))
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tether.store.sqlite import _Db
 
 Q = load_queries("sqlite")
+LQ = load_queries("sqlite", "limits.sql")
 # SQLite has no LISTEN/NOTIFY, and another process (`tether submit`) may queue a run,
 # so an idle worker looks again this often.
 POLL_S = 0.2
@@ -51,9 +52,14 @@ class SqliteLeases(Leases):
         }
 
         def work(conn: sqlite3.Connection) -> list[Claim]:
-            return [
-                Claim(r[0], r[1], bool(r[2])) for r in conn.execute(Q["claim"], args).fetchall()
-            ]
+            if not conn.execute(LQ["claim_mode"]).fetchone()[0]:
+                rows = conn.execute(Q["claim"], args).fetchall()
+                return [Claim(r[0], r[1], bool(r[2])) for r in rows]
+            # Flow control is on: pick in its order, then claim those (one transaction).
+            ids = [r[0] for r in conn.execute(LQ["claim_flow"], args).fetchall()]
+            rows = conn.execute(LQ["claim_picked"], {**args, "ids": json.dumps(ids)}).fetchall()
+            claimed = {r[0]: Claim(r[0], r[1], bool(r[2])) for r in rows}
+            return [claimed[run_id] for run_id in ids if run_id in claimed]
 
         return await self._db.call(lambda: self._db.transaction(work))
 

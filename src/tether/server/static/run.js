@@ -480,9 +480,10 @@ async function post(path, body) {
     body: body === undefined ? "" : JSON.stringify(body),
   });
   const answer = await r.json().catch(() => ({}));
-  if (r.status === 401) { Tether.forget(); say("The API token was not accepted; sign in again."); return; }
-  if (!r.ok) { say((answer.error && answer.error.message) || `the server answered ${r.status}`); return; }
+  if (r.status === 401) { Tether.forget(); say("The API token was not accepted; sign in again."); return false; }
+  if (!r.ok) { say((answer.error && answer.error.message) || `the server answered ${r.status}`); return false; }
   say(`${path}: the run is ${answer.status}`);
+  return true;
 }
 
 document.getElementById("cancel").addEventListener("click", () => withToken(async () => {
@@ -504,12 +505,19 @@ document.getElementById("resume").addEventListener("click", () => {
 
 document.getElementById("resume-form").addEventListener("submit", (e) => {
   e.preventDefault();
-  const num = (id) => Number(document.getElementById(id).value || 0);
-  const budget = { max_nodes: Math.round(num("b-nodes")), max_tokens: Math.round(num("b-tokens")),
-                   max_cost: num("b-cost"), max_wall_s: num("b-wall") };
+  // "+N" goes as it is (the server adds it to what the run used); a number replaces a limit.
+  const limit = (id, whole) => {
+    const raw = document.getElementById(id).value.trim();
+    // Not a number at all: sent as typed, so the server's answer names what was wrong.
+    if (raw.startsWith("+") || Number.isNaN(Number(raw))) return raw;
+    const v = Number(raw || 0);
+    return whole ? Math.round(v) : v;
+  };
+  const budget = { max_nodes: limit("b-nodes", true), max_tokens: limit("b-tokens", true),
+                   max_cost: limit("b-cost"), max_wall_s: limit("b-wall") };
   withToken(async () => {
     say("resuming…");
-    await post("resume", { budget });
+    if (!await post("resume", { budget })) return;  // refused: the form stays, as typed
     document.getElementById("resume-form").hidden = true;
     document.getElementById("resume").setAttribute("aria-expanded", "false");
   });

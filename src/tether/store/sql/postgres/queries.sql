@@ -82,9 +82,9 @@ SELECT record FROM (
 -- Insert a run row and its record at seq 0 in one statement; returns 0 if the id is taken.
 WITH run AS (
     INSERT INTO runs (run_id, agent, status, parent_run_id, reason, created_at, updated_at,
-                      owner, epoch, lease_until, agent_version)
+                      owner, epoch, lease_until, agent_version, concurrency_key, priority)
     VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8,
-            extract(epoch FROM clock_timestamp()) + $10::double precision, $11)
+            extract(epoch FROM clock_timestamp()) + $10::double precision, $11, $12, $13)
     ON CONFLICT (run_id) DO NOTHING
     RETURNING run_id
 ), first AS (
@@ -98,7 +98,7 @@ SELECT count(*) FROM run;
 -- name: get_run
 -- One run row.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
-       lease_until, agent_version
+       lease_until, agent_version, concurrency_key, priority
 FROM runs WHERE run_id = $1;
 
 -- name: set_status
@@ -110,25 +110,29 @@ WHERE run_id = $1;
 -- name: list_runs
 -- Runs, newest first.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
-       lease_until, agent_version
+       lease_until, agent_version, concurrency_key, priority
 FROM runs ORDER BY created_at DESC, run_id LIMIT $1 OFFSET $2;
 
 -- name: list_runs_by_status
 -- Runs with one status, newest first.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
-       lease_until, agent_version
+       lease_until, agent_version, concurrency_key, priority
 FROM runs WHERE status = $1 ORDER BY created_at DESC, run_id LIMIT $2 OFFSET $3;
 
 -- name: list_runs_where
--- Runs matching the filters given (a NULL one matches every run), newest first.
+-- Runs matching the filters given (a NULL one matches every run), newest first; $8 true
+-- keeps only running runs whose lease ran out (the database's clock), false all others.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
-       lease_until, agent_version
+       lease_until, agent_version, concurrency_key, priority
 FROM runs
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR agent = $2)
   AND ($3::text IS NULL OR starts_with(run_id, $3))
   AND ($4::text IS NULL OR parent_run_id = $4)
   AND (NOT $5::boolean OR parent_run_id IS NULL)
+  AND ($8::boolean IS NULL
+       OR (status = 'running'
+           AND coalesce(lease_until < extract(epoch FROM clock_timestamp()), false)) = $8)
 ORDER BY created_at DESC, run_id LIMIT $6 OFFSET $7;
 
 -- name: migrations_lock
@@ -178,9 +182,18 @@ SELECT epoch FROM runs WHERE run_id = $1;
 -- Never the runs of $4: ones the claiming worker's code cannot continue. Pinning: with
 -- agents $5 and their versions $6 (NULL: no pinning), only runs of those agents on that
 -- version or on none (older than versions), or runs of $7 (other versions its code checked).
-WITH due AS (
+-- Flow control: while a concurrency limit exists, or a queued run has a key or a priority,
+-- this claims nothing and returns one row (NULL, NULL, whether limits exist) instead: the
+-- caller claims with claim_flow (limits.sql). The two probes cost an empty table's scan and
+-- an empty partial index's.
+WITH flow AS (
+    SELECT EXISTS (SELECT 1 FROM run_limits) AS limited,
+           EXISTS (SELECT 1 FROM runs WHERE parent_run_id IS NULL AND status = 'queued'
+                   AND (concurrency_key <> '' OR priority <> 0)) AS ordered
+), due AS (
     SELECT run_id FROM runs
     WHERE parent_run_id IS NULL AND status = 'waiting'
+      AND NOT (SELECT limited OR ordered FROM flow)
       AND wake_at <= extract(epoch FROM clock_timestamp())
       AND run_id <> ALL($4::text[])
       AND ($5::text[] IS NULL OR run_id = ANY($7::text[])
@@ -198,6 +211,7 @@ WITH due AS (
            OR (status = 'paused' AND reason = 'drain'
                AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
            OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
+      AND NOT (SELECT limited OR ordered FROM flow)
       AND run_id <> ALL($4::text[])
       AND ($5::text[] IS NULL OR run_id = ANY($7::text[])
            OR EXISTS (SELECT 1 FROM unnest($5::text[], $6::text[]) AS s(agent, version)
@@ -209,12 +223,16 @@ WITH due AS (
 ), picked AS (
     SELECT run_id FROM (SELECT run_id FROM due UNION ALL SELECT run_id FROM runnable) AS p
     LIMIT $2
+), claimed AS (
+    UPDATE runs SET status = 'running', reason = NULL, owner = $1, epoch = runs.epoch + 1,
+           lease_until = extract(epoch FROM clock_timestamp()) + $3,
+           updated_at = extract(epoch FROM clock_timestamp())
+    FROM picked WHERE runs.run_id = picked.run_id
+    RETURNING runs.run_id, runs.epoch, runs.cancel_requested
 )
-UPDATE runs SET status = 'running', reason = NULL, owner = $1, epoch = runs.epoch + 1,
-       lease_until = extract(epoch FROM clock_timestamp()) + $3,
-       updated_at = extract(epoch FROM clock_timestamp())
-FROM picked WHERE runs.run_id = picked.run_id
-RETURNING runs.run_id, runs.epoch, runs.cancel_requested;
+SELECT run_id, epoch, cancel_requested FROM claimed
+UNION ALL
+SELECT NULL, NULL, limited FROM flow WHERE limited OR ordered;
 
 -- name: stranded
 -- Up to $4 runnable top-level runs (as claim finds them, oldest first, never those of $3)

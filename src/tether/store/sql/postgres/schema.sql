@@ -22,7 +22,9 @@ CREATE TABLE runs (
     lease_until double precision,
     cancel_requested boolean NOT NULL DEFAULT false,
     wake_at double precision,
-    agent_version text
+    agent_version text,
+    concurrency_key text NOT NULL DEFAULT '',
+    priority integer NOT NULL DEFAULT 0
 );
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
@@ -103,3 +105,21 @@ CREATE TABLE schedules (
 );
 
 CREATE INDEX schedules_next_idx ON schedules (next_at);
+
+-- Concurrency keys, priorities and limits (see migrations/0010_flow.sql).
+-- Whether any queued run asks for the ordered claim (a probe of an index that is empty
+-- while no run has a key or a priority).
+CREATE INDEX runs_flow_idx ON runs (priority)
+    WHERE parent_run_id IS NULL AND status = 'queued' AND (concurrency_key <> '' OR priority <> 0);
+
+-- Slots: the live running runs of an agent, by key.
+CREATE INDEX runs_held_idx ON runs (agent, concurrency_key)
+    WHERE parent_run_id IS NULL AND status = 'running';
+
+CREATE TABLE run_limits (
+    agent text NOT NULL,
+    concurrency_key text NOT NULL,
+    each_key boolean NOT NULL,
+    max_running integer NOT NULL CHECK (max_running > 0),
+    PRIMARY KEY (agent, concurrency_key, each_key)
+);

@@ -40,13 +40,13 @@ SELECT epoch FROM runs WHERE run_id = ?;
 -- name: create_run
 -- Insert a run row.
 INSERT INTO runs (run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch,
-                  lease_until, agent_version)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+                  lease_until, agent_version, concurrency_key, priority)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: get_run
 -- One run row.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
-       agent_version
+       agent_version, concurrency_key, priority
 FROM runs WHERE run_id = ?;
 
 -- name: set_status
@@ -58,25 +58,28 @@ WHERE run_id = ?;
 -- name: list_runs
 -- Runs, newest first.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
-       agent_version
+       agent_version, concurrency_key, priority
 FROM runs ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
 
 -- name: list_runs_by_status
 -- Runs with one status, newest first.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
-       agent_version
+       agent_version, concurrency_key, priority
 FROM runs WHERE status = ? ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?;
 
 -- name: list_runs_where
--- Runs matching the filters given (a NULL one matches every run), newest first.
+-- Runs matching the filters given (a NULL one matches every run), newest first; :orphaned
+-- 1 keeps only running runs whose lease ran out by :now, 0 all others.
 SELECT run_id, agent, status, parent_run_id, reason, created_at, updated_at, owner, epoch, lease_until,
-       agent_version
+       agent_version, concurrency_key, priority
 FROM runs
 WHERE (:status IS NULL OR status = :status)
   AND (:agent IS NULL OR agent = :agent)
   AND (:prefix IS NULL OR substr(run_id, 1, length(:prefix)) = :prefix)
   AND (:parent IS NULL OR parent_run_id = :parent)
   AND (:top = 0 OR parent_run_id IS NULL)
+  AND (:orphaned IS NULL
+       OR (status = 'running' AND coalesce(lease_until < :now, 0)) = :orphaned)
 ORDER BY created_at DESC, run_id LIMIT :limit OFFSET :offset;
 
 -- name: set_status_fenced

@@ -19,7 +19,7 @@ CREATE TABLE runs (
     owner TEXT,
     epoch INTEGER NOT NULL DEFAULT 0,
     lease_until REAL
-, cancel_requested INTEGER NOT NULL DEFAULT 0, wake_at REAL, agent_version TEXT);
+, cancel_requested INTEGER NOT NULL DEFAULT 0, wake_at REAL, agent_version TEXT, concurrency_key TEXT NOT NULL DEFAULT '', priority INTEGER NOT NULL DEFAULT 0);
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
 
@@ -96,3 +96,21 @@ CREATE TABLE schedules (
 );
 
 CREATE INDEX schedules_next_idx ON schedules (next_at);
+
+-- Concurrency keys, priorities and limits (see migrations/0010_flow.sql).
+-- Whether any queued run asks for the ordered claim (a probe of an index that is empty
+-- while no run has a key or a priority).
+CREATE INDEX runs_flow_idx ON runs (priority)
+    WHERE parent_run_id IS NULL AND status = 'queued' AND (concurrency_key <> '' OR priority <> 0);
+
+-- Slots: the live running runs of an agent, by key.
+CREATE INDEX runs_held_idx ON runs (agent, concurrency_key)
+    WHERE parent_run_id IS NULL AND status = 'running';
+
+CREATE TABLE run_limits (
+    agent TEXT NOT NULL,
+    concurrency_key TEXT NOT NULL,
+    each_key INTEGER NOT NULL,
+    max_running INTEGER NOT NULL CHECK (max_running > 0),
+    PRIMARY KEY (agent, concurrency_key, each_key)
+);

@@ -1,0 +1,104 @@
+"""Flow control's claim (issue 16): claims per second with concurrency limits on and off,
+against the plain SKIP LOCKED claim, on the same queue in the same run.
+
+A queue of runs spread over 10 concurrency keys; 4 claimers take one run per claim until
+half the queue is running, for each way of claiming:
+
+- the plain claim: one `UPDATE ... FROM (SELECT ... ORDER BY created_at LIMIT 1 FOR UPDATE
+  SKIP LOCKED)` (the floor of every line);
+- `store.leases.claim` with no limit and no keys (the plain path plus flow's two probes);
+- with keys and priorities but no limit (the ordered claim: priorities, keys in turns);
+- with a limit per key that never binds (the ordered claim, taking turns under the lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from bench.common import Line, Settings, open_pg, pg_pool
+from tether.store import Store
+from tether.store.limits import ConcurrencyLimit
+
+AGENT = "bench.flow"
+KEYS = 10
+CLAIMERS = 4
+PLAIN = """
+UPDATE runs SET status = 'running', owner = $1, epoch = runs.epoch + 1,
+       lease_until = extract(epoch FROM clock_timestamp()) + 60
+FROM (SELECT run_id FROM runs WHERE parent_run_id IS NULL AND status = 'queued'
+      ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) AS p
+WHERE runs.run_id = p.run_id
+RETURNING runs.run_id
+"""
+QUEUE = """
+INSERT INTO runs (run_id, agent, status, created_at, updated_at, concurrency_key, priority)
+SELECT 'q' || i, $1, 'queued', i, i, CASE WHEN $2 THEN 'k' || (i % $3) ELSE '' END,
+       CASE WHEN $2 THEN i % 3 ELSE 0 END
+FROM generate_series(1, $4) AS i
+"""
+
+
+async def _queue(store: Store, n: int, keyed: bool) -> None:
+    pool = pg_pool(store)
+    await pool.execute("TRUNCATE runs, run_limits")
+    await pool.execute(QUEUE, AGENT, keyed, KEYS, n)
+    await pool.execute("ANALYZE runs")
+
+
+async def _rate(claims: int, claim_one: object) -> float:
+    """Claims per second of CLAIMERS tasks taking `claims` runs in all, one per claim."""
+    assert callable(claim_one)
+    left = [claims]
+
+    async def claimer(i: int) -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            got = await claim_one(f"bench-{i}")
+            assert got, "the queue ran dry"
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(claimer(i) for i in range(CLAIMERS)))
+    return claims / (time.perf_counter() - t0)
+
+
+async def _measure(settings: Settings) -> list[Line]:
+    queued = settings.size(1000, 5000)
+    claims = queued // 2
+    store = await open_pg(settings)
+    pool = pg_pool(store)
+
+    async def plain(owner: str) -> bool:
+        return bool(await pool.fetch(PLAIN, owner))
+
+    async def tether_claim(owner: str) -> bool:
+        return bool(await store.leases.claim(owner, 1, 60.0))
+
+    rates: dict[str, float] = {}
+    try:
+        for name, keyed, limited, claim in (
+            ("plain", False, False, plain),
+            ("off", False, False, tether_claim),
+            ("keys", True, False, tether_claim),
+            ("limits", True, True, tether_claim),
+        ):
+            await _queue(store, queued, keyed)
+            if limited:  # a slot per key for every run: it never binds, it is only counted
+                await store.limits.set(ConcurrencyLimit(AGENT, queued, each_key=True))
+            rates[name] = await _rate(claims, claim)
+    finally:
+        await store.close()
+    floor = "the plain SKIP LOCKED claim"
+    size = f"{queued:,} queued, {CLAIMERS} claimers"
+    return [
+        Line("flow_claims", f"claims/s, no limits, no keys ({size})", rates["off"],
+             "claims/s", floor, rates["plain"], ">= 0.6x", rates["off"] >= 0.6 * rates["plain"]),
+        Line("flow_claims", f"claims/s, keys and priorities, no limit ({size})", rates["keys"],
+             "claims/s", floor, rates["plain"]),
+        Line("flow_claims", f"claims/s, a limit per key ({size})", rates["limits"],
+             "claims/s", floor, rates["plain"]),
+    ]  # fmt: skip
+
+
+def run(settings: Settings) -> list[Line]:
+    return asyncio.run(_measure(settings))
