@@ -35,7 +35,7 @@ def serve(home: Path) -> tuple[subprocess.Popen[str], str]:
     env["PYTHONPATH"] = str(ROOT / "src")
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether", "--db", f"sqlite:///{home / 'tether.db'}",
-         "--blobs", str(home / "blobs"), "serve", "--port", "0", "--token", TOKEN],
+         "--blobs", str(home / "blobs"), "serve", "--demo", "--port", "0", "--token", TOKEN],
         cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -110,6 +110,19 @@ def main() -> None:
                 driver.execute_script("window.scrollTo(0, 0)")
                 time.sleep(1)  # let the image in the panel load before the picture is taken
                 driver.save_screenshot(str(IMAGES / "console-run.png"))
+                # The history slider moved back a third of the way: fewer nodes done.
+                slider = driver.find_element(By.ID, "at")
+                back = int(slider.get_attribute("max") or 0) * 2 // 3
+                slider.send_keys(Keys.END, *[Keys.ARROW_LEFT] * back)
+                wait_for(
+                    lambda: driver.execute_script(
+                        "return document.body.classList.contains('past')"
+                    ),
+                    "the history slider",
+                )
+                driver.execute_script("document.getElementById('history').scrollIntoView()")
+                time.sleep(1)  # let the image in the panel load before the picture is taken
+                driver.save_screenshot(str(IMAGES / "console-history.png"))
                 driver.get(f"{url}/runs/{paused}")
                 wait_for(
                     lambda: driver.execute_script(
@@ -124,8 +137,8 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-    for name in ("console-runs.png", "console-run.png", "console-paused.png"):
-        print(IMAGES / name)
+    for name in ("runs", "run", "history", "paused"):
+        print(IMAGES / f"console-{name}.png")
 
 
 if __name__ == "__main__":

@@ -175,6 +175,7 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
                 limits=limits_view(rs.limits),
                 parent_run_id=rs.parent_run_id or None,
                 parent_node_id=rs.parent_node_id or None,
+                forked_from=forked_from(rs),
                 spawned=[_spec_view(s) for s in rs.roots],
             )
         case "node_completed":

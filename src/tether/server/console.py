@@ -42,7 +42,7 @@ async def run_page(request: Request) -> Response:
     response = page(
         "run.html",
         {"title": html.escape(run_id), "run_id_attr": html.escape(run_id, quote=True)},
-        scripts=(COMMON_JS, "run.js"),
+        scripts=(COMMON_JS, "history.js", "run.js"),
     )
     if state.get(BEARER_OK):  # opened with the header (a sign-in): the page needs the cookie
         server.sessions.set_cookie(response, run_id, https=https)

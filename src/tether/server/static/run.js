@@ -8,95 +8,107 @@ const IMAGES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 const TURN_TEXT = 20000;
 
 const W = 168, H = 48, GAP_X = 18, GAP_Y = 36, PAD = 12;
-const state = {
-  lastSeq: -1, seqs: [], nodes: new Map(), order: [], status: "connecting", agent: "",
-  limits: null, used: { nodes: 0, tokens: 0, cost: 0 }, firstAt: 0, lastAt: 0,
-  finished: false, retryMs: 1000, tokens: new Map(), connects: 0, stopped: "", live: 0,
-  input: undefined, result: undefined, reason: "", parent: "", children: new Map(), waiting: [],
+// What the run's records say: the page's live state holds one, and the history slider
+// replays the records up to a seq into a fresh one (history.js).
+function runState() {
+  return {
+    lastSeq: -1, seqs: [], nodes: new Map(), order: [], status: "connecting", agent: "",
+    limits: null, used: { nodes: 0, tokens: 0, cost: 0 }, firstAt: 0, lastAt: 0,
+    finished: false, input: undefined, result: undefined, reason: "", parent: "",
+    forkedFrom: null, waiting: [],
+    waits: new Map(),  // key -> {key, nodeId, data, deadline, sleep, done, answer}
+  };
+}
+
+const state = Object.assign(runState(), {
+  retryMs: 1000, tokens: new Map(), connects: 0, stopped: "", live: 0, children: new Map(),
   selected: "", childrenAt: 0,
-  waits: new Map(),  // key -> {key, nodeId, data, deadline, sleep, done, answer}
-};
+  records: [],  // every record applied, in seq order: what the history slider replays
+});
 window.tetherState = state;  // read by the browser test; handy in the console too
 
-function node(id, kind, parents) {
-  let n = state.nodes.get(id);
+function node(st, id, kind, parents) {
+  let n = st.nodes.get(id);
   if (!n) {
     n = { id, kind, parents: parents || [], status: "pending", wallMs: 0, tokens: 0 };
-    state.nodes.set(id, n);
-    state.order.push(id);
+    st.nodes.set(id, n);
+    st.order.push(id);
   }
   return n;
 }
 
-function spawn(specs) {
+function spawn(st, specs) {
   for (const s of specs || []) {
-    node(s.node_id, s.kind, s.parent_ids);
-    if (s.wait && !state.waits.has(s.wait.key)) {
-      state.waits.set(s.wait.key, { key: s.wait.key, nodeId: s.node_id, data: s.wait.data,
+    node(st, s.node_id, s.kind, s.parent_ids);
+    if (s.wait && !st.waits.has(s.wait.key)) {
+      st.waits.set(s.wait.key, { key: s.wait.key, nodeId: s.node_id, data: s.wait.data,
         deadline: s.wait.deadline_us, sleep: s.wait.sleep, done: false, answer: "" });
     }
   }
 }
 
-function applyRecord(r) {
-  if (r.seq <= state.lastSeq) return;  // already drawn: a stream may overlap a reconnect
-  state.lastSeq = r.seq;
-  state.seqs.push(r.seq);
-  state.firstAt = state.firstAt || r.at_us;
-  state.lastAt = r.at_us;
-  if (r.status && !r.node_id) state.status = r.status;
+// Apply one record to `st`; false if it was applied before (a stream may overlap a reconnect).
+function applyRecord(r, st) {
+  if (r.seq <= st.lastSeq) return false;
+  st.lastSeq = r.seq;
+  st.seqs.push(r.seq);
+  st.firstAt = st.firstAt || r.at_us;
+  st.lastAt = r.at_us;
+  if (r.status && !r.node_id) st.status = r.status;
   switch (r.body) {
     case "run_started":
-      state.agent = r.agent; state.limits = r.limits; state.input = r.input;
-      state.parent = r.parent_run_id || "";
-      spawn(r.spawned);
+      st.agent = r.agent; st.limits = r.limits; st.input = r.input;
+      st.parent = r.parent_run_id || "";
+      st.forkedFrom = r.forked_from || null;
+      spawn(st, r.spawned);
       break;
     case "node_completed": {
-      const n = node(r.node_id, r.kind, r.parent_ids);
+      const n = node(st, r.node_id, r.kind, r.parent_ids);
       Object.assign(n, { status: "completed", wallMs: r.used.wall_ms, attempt: r.attempt,
                          tokens: r.used.tokens_in + r.used.tokens_out, used: r.used,
                          startedUs: r.started_at_us, finishedUs: r.finished_at_us,
                          output: r.output, blobs: r.blobs, error: undefined });
-      state.used.nodes += 1;
-      state.used.tokens += n.tokens;
-      state.used.cost += r.used.cost;
-      spawn(r.spawned);
-      if (r.event && state.waits.has(r.event.key)) {
-        const w = state.waits.get(r.event.key);
+      st.used.nodes += 1;
+      st.used.tokens += n.tokens;
+      st.used.cost += r.used.cost;
+      spawn(st, r.spawned);
+      if (r.event && st.waits.has(r.event.key)) {
+        const w = st.waits.get(r.event.key);
         w.done = true;
         w.answer = r.event.timed_out ? "timed out" : "answered";
       }
       break;
     }
     case "node_failed": {
-      const n = node(r.node_id, r.kind);
+      const n = node(st, r.node_id, r.kind);
       n.attempt = r.attempt;
       if (n.status !== "completed") { n.status = "failed"; n.error = r.error; }
       break;
     }
     case "step_recorded": {
       // A journaled step of a running node: listed under the node, its usage counted.
-      const n = node(r.node_id);
+      const n = node(st, r.node_id);
       n.steps = (n.steps || []).concat([r.step.name]);
-      state.used.tokens += r.used.tokens_in + r.used.tokens_out;
-      state.used.cost += r.used.cost;
+      st.used.tokens += r.used.tokens_in + r.used.tokens_out;
+      st.used.cost += r.used.cost;
       break;
     }
     case "run_waiting":
-      state.waiting = r.keys || [];
+      st.waiting = r.keys || [];
       break;
     case "run_resumed":
-      if (r.limits) state.limits = r.limits;
-      state.reason = "";
+      if (r.limits) st.limits = r.limits;
+      st.reason = "";
       break;
     case "run_paused":
     case "run_finished":
-      state.reason = r.reason || "";
-      if (r.body === "run_finished") state.result = r.result;
-      for (const n of state.nodes.values()) if (n.status === "running") n.status = "pending";
+      st.reason = r.reason || "";
+      if (r.body === "run_finished") st.result = r.result;
+      for (const n of st.nodes.values()) if (n.status === "running") n.status = "pending";
       break;
   }
-  if (r.body === "run_finished") state.finished = true;
+  if (r.body === "run_finished") st.finished = true;
+  return true;
 }
 
 function applyLive(kind, e) {
@@ -149,12 +161,12 @@ function valueView(v) {
 
 // -- drawing --------------------------------------------------------------------------
 
-function depthOf(id, memo) {
+function depthOf(v, id, memo) {
   if (memo.has(id)) return memo.get(id);
   memo.set(id, 0);
-  const n = state.nodes.get(id);
+  const n = v.nodes.get(id);
   let d = 0;
-  for (const p of (n ? n.parents : [])) if (state.nodes.has(p)) d = Math.max(d, depthOf(p, memo) + 1);
+  for (const p of (n ? n.parents : [])) if (v.nodes.has(p)) d = Math.max(d, depthOf(v, p, memo) + 1);
   memo.set(id, d);
   return d;
 }
@@ -166,10 +178,10 @@ function el(name, attrs, text) {
   return e;
 }
 
-function drawGraph() {
+function drawGraph(v) {
   const memo = new Map(), rows = [], pos = new Map();
-  for (const id of state.order) {
-    const d = depthOf(id, memo);
+  for (const id of v.order) {
+    const d = depthOf(v, id, memo);
     (rows[d] = rows[d] || []).push(id);
   }
   rows.forEach((row, d) => row.forEach((id, i) => pos.set(id, {
@@ -181,8 +193,8 @@ function drawGraph() {
   const focused = document.activeElement && document.activeElement.dataset
     ? document.activeElement.dataset.nodeId : undefined;
   svg.replaceChildren();
-  for (const id of state.order) {
-    const n = state.nodes.get(id), to = pos.get(id);
+  for (const id of v.order) {
+    const n = v.nodes.get(id), to = pos.get(id);
     for (const p of n.parents) {
       const from = pos.get(p);
       if (!from) continue;
@@ -191,8 +203,8 @@ function drawGraph() {
         d: `M${x1},${y1} C${x1},${y1 + GAP_Y / 2} ${x2},${y2 - GAP_Y / 2} ${x2},${y2}` }));
     }
   }
-  for (const id of state.order) {
-    const n = state.nodes.get(id), p = pos.get(id);
+  for (const id of v.order) {
+    const n = v.nodes.get(id), p = pos.get(id);
     const child = state.children.has(id) ? " · sub-agent" : "";
     const g = el("g", { class: `node ${n.status}${id === state.selected ? " selected" : ""}`,
                         "data-node-id": id, "data-status": n.status, tabindex: "0",
@@ -233,14 +245,14 @@ function bar(label, used, limit, fmt) {
   return [name, outer, value];
 }
 
-function drawBudget() {
-  const lim = state.limits || {}, u = state.used, int = (v) => String(Math.round(v));
-  const wallS = state.firstAt ? (state.lastAt - state.firstAt) / 1e6 : 0;
+function drawBudget(v) {
+  const lim = v.limits || {}, u = v.used, int = (x) => String(Math.round(x));
+  const wallS = v.firstAt ? (v.lastAt - v.firstAt) / 1e6 : 0;
   document.getElementById("budget").replaceChildren(
     ...bar("nodes", u.nodes, lim.max_nodes, int),
     ...bar("tokens", u.tokens, lim.max_tokens, int),
     ...bar("cost", u.cost, lim.max_cost, Tether.cost),
-    ...bar("wall", wallS, (lim.max_wall_ms || 0) / 1000, (v) => v.toFixed(1) + " s"));
+    ...bar("wall", wallS, (lim.max_wall_ms || 0) / 1000, (x) => x.toFixed(1) + " s"));
 }
 
 // Answers go to the JSON API with the API token in a header (typed here, or the tab's
@@ -317,37 +329,46 @@ function drawTokens() {
   }));
 }
 
-function drawIo() {
+function drawIo(v) {
   const input = document.getElementById("input");
   if (state.input !== undefined && !input.childElementCount) input.append(valueView(state.input));
   const title = document.getElementById("outcome-title");
   const box = document.getElementById("outcome");
-  box.className = state.status;
-  if (state.status === "succeeded") {
+  box.className = v.status;
+  if (v.status === "succeeded") {
     title.textContent = "answer";
-    box.replaceChildren(valueView(state.result));
-  } else if (state.status === "failed" || state.status === "cancelled") {
-    title.textContent = state.status === "failed" ? "error" : "cancelled";
-    box.replaceChildren(h("pre", { class: "error" }, state.reason || state.status));
-  } else if (state.status === "waiting") {
+    box.replaceChildren(valueView(v.result));
+  } else if (v.status === "failed" || v.status === "cancelled") {
+    title.textContent = v.status === "failed" ? "error" : "cancelled";
+    box.replaceChildren(h("pre", { class: "error" }, v.reason || v.status));
+  } else if (v.status === "waiting") {
     title.textContent = "waiting";
-    box.replaceChildren(h("p", {}, `parked until an event arrives for: ${(state.waiting || []).join(", ")}`),
+    box.replaceChildren(h("p", {}, `parked until an event arrives for: ${(v.waiting || []).join(", ")}`),
       h("p", { class: "muted" }, "Nothing runs meanwhile. Answer below, or with tether signal RUN_ID KEY."));
-  } else if (state.status === "paused") {
+  } else if (v.status === "paused") {
     title.textContent = "paused";
-    box.replaceChildren(h("p", {}, `paused: ${state.reason || "no reason given"}`),
+    box.replaceChildren(h("p", {}, `paused: ${v.reason || "no reason given"}`),
       h("p", { class: "muted" }, "Resume it (with a larger budget, if that is what stopped it)."));
+  } else {  // queued or running (at that seq, for the history slider)
+    title.textContent = "answer";
+    box.replaceChildren(h("p", { class: "muted" }, "not finished yet"));
   }
   const parent = document.getElementById("parent");
   if (state.parent && !parent.childElementCount) {
     parent.append(" · sub-agent run of ",
       h("a", { href: "/runs/" + encodeURIComponent(state.parent) }, state.parent));
   }
+  const origin = document.getElementById("origin");
+  if (state.forkedFrom && !origin.childElementCount) {
+    const src = state.forkedFrom.run_id;
+    origin.append(" · forked from ", h("a", { href: "/runs/" + encodeURIComponent(src) }, src),
+      ` at seq ${state.forkedFrom.seq}`);
+  }
 }
 
-function drawPanel() {
+function drawPanel(v) {
   const panel = document.getElementById("panel");
-  const n = state.nodes.get(state.selected);
+  const n = v.nodes.get(state.selected);
   if (!n) { panel.hidden = true; return; }
   panel.hidden = false;
   const facts = h("dl", {});
@@ -404,11 +425,13 @@ function draw() {
     document.getElementById("agent").textContent = state.agent;
     document.getElementById("records").textContent = `${state.seqs.length} records`;
     document.getElementById("reason").textContent = state.stopped || state.reason || "";
-    drawIo();
+    const v = shown();  // the run as it is, or as it was at the history slider's seq
+    drawIo(v);
     drawWaits();
-    drawBudget();
-    drawGraph();
-    drawPanel();
+    drawHistory();
+    drawBudget(v);
+    drawGraph(v);
+    drawPanel(v);
     drawChildren();
     drawTokens();
     drawActions();
@@ -480,10 +503,10 @@ async function post(path, body) {
     body: body === undefined ? "" : JSON.stringify(body),
   });
   const answer = await r.json().catch(() => ({}));
-  if (r.status === 401) { Tether.forget(); say("The API token was not accepted; sign in again."); return false; }
-  if (!r.ok) { say((answer.error && answer.error.message) || `the server answered ${r.status}`); return false; }
+  if (r.status === 401) { Tether.forget(); say("The API token was not accepted; sign in again."); return null; }
+  if (!r.ok) { say((answer.error && answer.error.message) || `the server answered ${r.status}`); return null; }
   say(`${path}: the run is ${answer.status}`);
-  return true;
+  return answer;
 }
 
 document.getElementById("cancel").addEventListener("click", () => withToken(async () => {
@@ -561,7 +584,7 @@ function connect() {
     const r = JSON.parse(m.data);
     // A durable record always comes with its seq as the SSE id; anything else is not one.
     if (m.lastEventId === "" || Number(m.lastEventId) !== r.seq) return;
-    applyRecord(r);
+    if (applyRecord(r, state)) state.records.push(r);
     draw();
   });
   es.addEventListener("live", (m) => {
