@@ -103,3 +103,31 @@ async def test_a_429_holds_back_every_worker_for_its_retry_after(
     # Nobody (the run that got the 429 included) called again before the block ran out.
     assert min(later) >= refused_at + 1.4
     assert all(rate_wait_ms(o.graph) > 0 for o in outcomes[1:])
+
+
+@pytest.mark.parametrize(("limit", "estimates"), [({"requests": 100}, 0), ({"tokens": 10**6}, 2)])
+async def test_a_request_is_estimated_only_when_its_key_has_a_token_limit(
+    store: Store,
+    models: LocalModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+    limit: dict[str, float],
+    estimates: int,
+) -> None:
+    from tether.agent import loop
+    from tether.store.rates import RateLimit
+
+    counted: list[int] = []
+    real = loop.estimate_tokens
+
+    def counting(*args: object) -> int:
+        counted.append(real(*args))  # type: ignore[arg-type]
+        return counted[-1]
+
+    monkeypatch.setattr(loop, "estimate_tokens", counting)
+    metered = agent(models, f"metered-{estimates}", rate_limits=[RateLimit(MODEL, **limit)])
+    async with metered:
+        rt = Runtime(store)
+        outcomes = [await metered.run(rt, f"q{i}") for i in range(2)]
+    assert [o.status for o in outcomes] == [Status.SUCCEEDED] * 2
+    # Serializing the conversation is what a token limit costs, and nothing else pays it.
+    assert len(counted) == estimates and all(n > 0 for n in counted)

@@ -233,14 +233,13 @@ class Agent:
             else contextlib.nullcontext(None)
         )
         with span as traced:
-            tokens = estimate_tokens(self.system, messages, specs)
             # Made before the limit is taken: a new SDK client takes a while to set up, and
             # the call should reach the provider as soon as the limit lets it start.
             provider = self.provider
             reply = await with_retries(
                 lambda: self.rate_gate.call(
                     ctx,
-                    tokens,
+                    lambda: estimate_tokens(self.system, messages, specs),
                     provider,
                     lambda: provider.complete(self.system, messages, specs, on_token),
                 ),

@@ -21,6 +21,9 @@ from tether.context import Context
 from tether.store.rates import RateLimit, RateLimits
 
 Call = Callable[[], Awaitable[ModelReply]]
+Estimate = Callable[[], int]
+# How long a gate trusts what it read of its key's token limit.
+TOKEN_LIMITS_TTL = 5.0
 # A rough count, as providers' own pre-flight estimates are: about four characters a token.
 CHARS_PER_TOKEN = 4
 
@@ -40,6 +43,8 @@ class RateGate:
         self.defaults = tuple(defaults)
         # Stores this process already gave the defaults to (a limit set by hand wins).
         self._stored: set[int] = set()
+        # Per store: when it was last asked whether the key has a token limit, and that.
+        self._token_limited: dict[int, tuple[float, bool]] = {}
 
     async def _store_defaults(self, rates: RateLimits) -> None:
         if id(rates) in self._stored:
@@ -48,27 +53,47 @@ class RateGate:
             await rates.set(limit, only_if_missing=True)
         self._stored.add(id(rates))
 
-    async def wait(self, ctx: Context, tokens: int) -> bool:
-        """Return once a call of `tokens` estimated tokens may start (False: the key has no
-        limit); the time waited is counted in the node's timings."""
+    async def _meters_tokens(self, rates: RateLimits) -> bool:
+        """Whether the key has a token limit, looked up at most every TOKEN_LIMITS_TTL s:
+        only then is a request's estimate worth its cost (it serializes the conversation).
+        A token limit set meanwhile meters actual usage at once (`settle`), estimates soon."""
+        now = clock.monotonic()
+        seen = self._token_limited.get(id(rates))
+        if seen is None or now - seen[0] > TOKEN_LIMITS_TTL:
+            states = await rates.all()
+            limited = any(
+                s.limit is not None and s.limit.key == self.key and s.limit.tokens is not None
+                for s in states
+            )
+            seen = self._token_limited[id(rates)] = (now, limited)
+        return seen[1]
+
+    async def wait(self, ctx: Context, estimate: Estimate) -> int | None:
+        """Return once a call may start: the tokens it was metered for (its `estimate()`
+        when the key has a token limit, else 0), or None when the key has no limit; the
+        time waited is counted in the node's timings."""
         rates = ctx.store.rates
         await self._store_defaults(rates)
+        tokens = estimate() if await self._meters_tokens(rates) else 0
         while True:
             wait = await rates.take(self.key, tokens)
             if not wait:
-                return wait is not None
+                return None if wait is None else tokens
             started = clock.monotonic()
             await clock.sleep(wait)
             ctx.rate_wait_s += clock.monotonic() - started
 
-    async def call(self, ctx: Context, tokens: int, provider: Provider, call: Call) -> ModelReply:
+    async def call(
+        self, ctx: Context, estimate: Estimate, provider: Provider, call: Call
+    ) -> ModelReply:
         """Make one model call under the limit: wait (right before its request is sent, if
-        the provider can say when), call, then settle the tokens, or block on a 429."""
-        limited: list[bool] = []
+        the provider can say when), call, then settle the tokens, or block on a 429.
+        `estimate()` (the request's tokens) is computed only for a key with a token limit."""
+        metered: list[int | None] = []
 
         async def wait() -> None:
-            if not limited:  # one request per call: SDK retries are off
-                limited.append(await self.wait(ctx, tokens))
+            if not metered:  # one request per call: SDK retries are off
+                metered.append(await self.wait(ctx, estimate))
 
         if not provider.awaits_before_send:
             await wait()
@@ -84,6 +109,7 @@ class RateGate:
         finally:
             BEFORE_SEND.reset(hooked)
         used = reply.tokens_in + reply.tokens_out
-        if any(limited) and used and used != tokens:
-            await rates.settle(self.key, used - tokens)
+        charged = metered[0] if metered else None
+        if charged is not None and used and used != charged:
+            await rates.settle(self.key, used - charged)
         return reply
