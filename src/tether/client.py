@@ -81,12 +81,7 @@ class TetherClient:
         response = await self._http.request(method, url, **kw)
         body = _json_or_none(response.content)
         if response.status_code >= 400:
-            err = (body or {}).get("error", {}) if isinstance(body, dict) else {}
-            raise ApiError(
-                response.status_code,
-                err.get("type", "http"),
-                err.get("message", response.text[:200]),
-            )
+            raise _api_error(response)
         if not isinstance(body, dict):
             raise ApiError(response.status_code, "bad_response", "expected a JSON object")
         return body
@@ -142,6 +137,23 @@ class TetherClient:
         return await self._call(
             "POST", f"/v1/runs/{run_id}/resume", json={"budget": budget} if budget else {}
         )
+
+    async def export(self, run_id: str, *, blobs: bool = False) -> AsyncIterator[bytes]:
+        """The run, its sub-agent runs (and with `blobs`, their blobs) as a `.tlog` file,
+        chunk by chunk as the server streams it (`tether import` or `import_tlog` reads it)."""
+        params = {"blobs": "true"} if blobs else {}
+        async with self._http.stream("GET", f"/v1/runs/{run_id}/export", params=params) as r:
+            if r.status_code >= 400:
+                await r.aread()
+                raise _api_error(r)
+            async for chunk in r.aiter_bytes():
+                yield chunk
+
+    async def import_tlog(self, data: bytes) -> dict[str, Any]:
+        """Import a `.tlog` file into the server's store, all or nothing: the runs created
+        (`created`, empty and `already` true if the store had them)."""
+        headers = {"Content-Type": "application/octet-stream"}
+        return await self._call("POST", "/v1/runs/import", content=data, headers=headers)
 
     async def fork(
         self,
@@ -371,3 +383,12 @@ def _json_or_none(raw: bytes) -> Any:
         return json.loads(raw) if raw else None
     except ValueError:
         return None
+
+
+def _api_error(response: httpx.Response) -> ApiError:
+    """The ApiError an error answer names (its JSON `error`, or the start of its text)."""
+    body = _json_or_none(response.content)
+    err = (body or {}).get("error", {}) if isinstance(body, dict) else {}
+    return ApiError(
+        response.status_code, err.get("type", "http"), err.get("message", response.text[:200])
+    )

@@ -45,7 +45,7 @@ async def cmd_export(store: Store, args: argparse.Namespace) -> int:
 async def cmd_import(store: Store, args: argparse.Namespace) -> int:
     tlog = await read_tlog(args.file, file_chunks(args.file))
     async with open_blobs(args.settings) as blobs:
-        done = await import_tlog(store, tlog, blobs=blobs)
+        done = await import_tlog(store, tlog, blobs=blobs, source=args.file)
     if done.already:
         print(f"run {done.run_id}: already in this store; nothing imported")
     else:

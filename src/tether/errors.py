@@ -357,3 +357,8 @@ class ImportConflict(TetherError):
             "nothing imported: import into another store, or delete that run first"
         )
         self.run_id = run_id
+
+
+class CannotExport(TetherError, ValueError):
+    """A run that cannot be exported as asked: a sub-agent run (export its parent), or
+    blobs sealed under a key ring with the blobs asked for."""

@@ -39,6 +39,8 @@ async def wait_status(client: TetherClient, run_id: str, *statuses: str) -> dict
         ("POST", "/v1/runs/RUN/cancel"),
         ("POST", "/v1/runs/RUN/resume"),
         ("POST", "/v1/runs/RUN/fork"),
+        ("GET", "/v1/runs/RUN/export"),
+        ("POST", "/v1/runs/import"),
         ("GET", "/v1/blobs/" + "0" * 64 + "?run_id=RUN"),
         ("GET", "/runs/RUN"),
         ("GET", "/openapi.json"),

@@ -32,6 +32,7 @@ def _err(description: str) -> dict[str, Any]:
 _RUN_ID = {"name": "run_id", "in": "path", "required": True,
            "schema": {"type": "string", "minLength": 1, "maxLength": 400}}  # fmt: skip
 _AUTH = {"401": _err("missing or wrong bearer token")}
+_TLOG = {"application/vnd.tether.tlog": {"schema": {"type": "string", "format": "binary"}}}
 _UNKNOWN = {"404": _err("no such run"), "400": _err("malformed run id or parameter")}
 
 
@@ -79,6 +80,17 @@ def document() -> dict[str, Any]:
                 "status": {"type": "string"},
                 "forked_from": {"type": "string"},
                 "urls": obj,
+            },
+        },
+        Imported={
+            "type": "object",
+            "required": ["run_id", "created", "records", "blobs", "already"],
+            "properties": {
+                "run_id": {"type": "string"},
+                "created": {"type": "array", "items": {"type": "string"}},
+                "records": {"type": "integer"},
+                "blobs": {"type": "integer"},
+                "already": {"type": "boolean"},
             },
         },
         Run={"type": "object", "required": ["run_id", "status", "budget", "nodes", "counts"]},
@@ -334,6 +346,31 @@ def document() -> dict[str, Any]:
                  "schema": {"type": "string", "minLength": 1, "maxLength": 200}},
             ],
             requestBody={"required": False, "content": {"application/json": {"schema": {}}}},
+        )},
+        "/v1/runs/{run_id}/export": {"get": _op(
+            "the run, its sub-agent runs and (with `blobs=true`) their blobs as a `.tlog` "
+            "file (docs/reference/tlog.md), streamed as it is written",
+            {"200": {"description": "the file", "content": _TLOG},
+             **_UNKNOWN, "422": _err("a sub-agent run (export its parent), or sealed blobs")},
+            parameters=[
+                _RUN_ID,
+                {"name": "blobs", "in": "query", "required": False,
+                 "schema": {"type": "boolean"}},
+            ],
+        )},
+        "/v1/runs/import": {"post": _op(
+            "import a `.tlog` file into this store, all or nothing: checked whole first, then "
+            "every run created in one transaction; a second import of it creates nothing",
+            {"201": {"description": "the runs created", "content": _json("Imported")},
+             "200": {"description": "the store had them all; nothing created",
+                     "content": _json("Imported")},
+             "422": _err("the file is truncated, damaged, of a newer format, or holds a blob "
+                         "whose bytes do not match its hash; the message says which"),
+             "409": _err("this store holds a different run under one of the file's ids"),
+             "413": _err("the file is over the server's body limit")},
+            # Any content type is read as the file; octet-stream is what fuzzers can send.
+            requestBody={"required": True, "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
         )},
         "/v1/blobs/{sha256}": {"get": _op(
             "a blob that a record of the run points to",

@@ -21,9 +21,12 @@ from tether.errors import (
     BadLimit,
     BadRunId,
     BadSchedule,
+    BadTlog,
     BudgetSpent,
+    CannotExport,
     CorruptRecord,
     EventRefused,
+    ImportConflict,
     RunBusy,
     RunExists,
     RunHeldElsewhere,
@@ -53,6 +56,7 @@ from tether.server.openapi import openapi
 from tether.server.request import run_id_of, server_of
 from tether.server.schedule_route import add_schedule, list_schedules, remove_schedule
 from tether.server.schemas import BadRequest, ResumeRun, StartRun, loads, parse_body
+from tether.server.tlog_route import export_tlog, import_tlog
 from tether.store.base import Status
 
 if TYPE_CHECKING:
@@ -344,6 +348,9 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         BudgetSpent: (409, "budget_spent"),
         BadInput: (422, "bad_input"),
         BadFork: (422, "bad_fork"),
+        BadTlog: (422, "bad_tlog"),
+        ImportConflict: (409, "import_conflict"),
+        CannotExport: (422, "cannot_export"),
         UnknownSeq: (404, "unknown_seq"),
         CannotUpgrade: (422, "cannot_upgrade"),
         BadRunId: (400, "bad_run_id"),
@@ -380,11 +387,13 @@ def routes() -> list[BaseRoute]:
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/runs", start_run, methods=["POST"]),
         Route("/v1/runs", list_runs, methods=["GET"]),
+        Route("/v1/runs/import", import_tlog, methods=["POST"]),
         Route("/v1/runs/{run_id}", get_run, methods=["GET"]),
         Route("/v1/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/resume", resume_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/fork", fork_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/export", export_tlog, methods=["GET"]),
         Route("/v1/runs/{run_id}/upgrade", upgrade_run, methods=["POST"]),
         Route("/v1/workers", list_workers, methods=["GET"]),
         Route("/v1/limits", list_limits, methods=["GET"]),

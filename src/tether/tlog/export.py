@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 from importlib import metadata
 from typing import Any
 
-from tether.blobs import BlobError, BlobStore
-from tether.errors import UnknownRun
+from tether.blobs import BlobStore
+from tether.errors import CannotExport, UnknownRun
 from tether.records import blob_refs, decode_log
 from tether.store.base import RunFilter, RunInfo, Store
 from tether.tlog.format import BLOB, FORMAT_VERSION, HEADER, RECORD, RUN, FrameWriter
@@ -29,17 +29,17 @@ async def export_run(
     """The bytes of a `.tlog` file holding `run_id` and its sub-agent runs (recursively),
     chunk by chunk; with `blobs`, the blobs their records point to as well.
 
-    UnknownRun, or ValueError for a sub-agent run (export its parent), at the first chunk.
+    UnknownRun, or CannotExport (a sub-agent run: export its parent), at the first chunk.
     """
     root = await store.runs.get(run_id)
     if root is None:
         raise UnknownRun(run_id)
     if root.parent_run_id:
-        raise ValueError(
+        raise CannotExport(
             f"run {run_id} is a sub-agent run of {root.parent_run_id}; export its parent"
         )
     if blobs is not None and _sealed(blobs):
-        raise BlobError(
+        raise CannotExport(
             "blobs sealed under a key ring cannot be exported yet: export without --blobs "
             "(the file then holds the records, whose blob refs point into this store)"
         )

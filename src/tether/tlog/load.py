@@ -111,19 +111,20 @@ async def import_run(
     """Read a `.tlog` file's bytes (`export_run`'s), check all of it, then import it into
     `store` (and its blobs into `blobs`) all or nothing: `read_tlog`, then `import_tlog`.
     BadTlog names what is wrong with the file; ImportConflict a different run here."""
-    return await import_tlog(store, await read_tlog(source, chunks), blobs=blobs)
+    return await import_tlog(store, await read_tlog(source, chunks), blobs=blobs, source=source)
 
 
-async def import_tlog(store: Store, tlog: Tlog, *, blobs: BlobStore | None = None) -> Imported:
+async def import_tlog(
+    store: Store, tlog: Tlog, *, blobs: BlobStore | None = None, source: str = "the file"
+) -> Imported:
     """Create the file's runs in `store` (and its blobs in `blobs`), all or nothing.
 
     ImportConflict if the store holds a different run under one of the file's ids; runs
     it holds with the same records are left alone (a second import creates nothing).
     """
     if tlog.blobs and blobs is None:
-        raise ValueError(
-            f"the file holds {len(tlog.blobs)} blobs and no blob store was given to put them in"
-        )
+        why = f"it holds {len(tlog.blobs)} blobs and there is no blob store to put them in"
+        raise BadTlog(source, why)
     rows = {run.info.run_id: _rows_for(run, tlog, blobs) for run in tlog.runs}
     new = [run for run in tlog.runs if not await _held(store, run.info.run_id, rows)]
     if not new:

@@ -1,0 +1,53 @@
+"""GET /v1/runs/{id}/export, POST /v1/runs/import and the client's export/import_tlog
+(issue 13): a real server streams a run out of one store and loads it into another."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.server.agents import chain_input
+from tests.server.kit import CHAIN, running
+from tether import store_from_url
+from tether.blobs import LocalBlobStore
+from tether.client import ApiError, TetherClient
+from tether.store.base import Store
+
+from .test_api import TOKEN, wait_status
+
+
+async def test_a_run_exported_over_http_imports_into_another_server_once(
+    durable_store: Store, tmp_path: Path
+) -> None:
+    blobs = LocalBlobStore(tmp_path / "blobs")
+    async with (
+        running(durable_store, blobs=blobs) as (url, _),
+        TetherClient(url, TOKEN) as client,
+    ):
+        run_id = (await client.start(CHAIN, chain_input(3, 2, 0)))["run_id"]
+        await wait_status(client, run_id, "succeeded")
+        data = b"".join([c async for c in client.export(run_id, blobs=True)])
+        with pytest.raises(ApiError) as unknown:
+            _ = [c async for c in client.export("nope")]
+        assert (unknown.value.status, unknown.value.kind) == (404, "unknown_run")
+        source_rows = await durable_store.log.read_all(run_id)
+
+    async with store_from_url(f"sqlite:///{tmp_path / 'other.db'}") as other:
+        other_blobs = LocalBlobStore(tmp_path / "other-blobs")
+        async with (
+            running(other, blobs=other_blobs) as (url, _),
+            TetherClient(url, TOKEN) as client,
+        ):
+            first = await client.import_tlog(data)
+            assert first["run_id"] == run_id and first["created"] == [run_id]
+            assert first["already"] is False and first["records"] == len(source_rows)
+            again = await client.import_tlog(data)
+            assert again["already"] is True and again["created"] == []
+            assert (await client.get(run_id))["status"] == "succeeded"
+            assert await other.log.read_all(run_id) == source_rows
+
+            with pytest.raises(ApiError) as bad:
+                await client.import_tlog(data[:-3])
+            assert (bad.value.status, bad.value.kind) == (422, "bad_tlog")
+            assert "the request body: not imported: truncated" in str(bad.value)
