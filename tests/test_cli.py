@@ -66,6 +66,8 @@ def test_demo_runs_to_a_final_answer(tmp_path: Path) -> None:
     assert " B sha256 " in chart and "file://" in out
     assert f"log: sqlite:///{tmp_path / '.tether' / 'tether.db'}" in out.replace("\n", "")
     assert answer(out).startswith("Answer to 'How do agents survive a rolling deploy?'")
+    # Costs print rounded to four decimals (the demo's usage has more).
+    assert re.search(r"budget: nodes 10, tokens \d+, cost \$0\.\d{4}, wall ", out), out
 
 
 def test_stop_after_then_resume_gives_the_same_answer(tmp_path: Path) -> None:

@@ -198,13 +198,13 @@ async def _ask(wait: dict[str, Any]) -> dict[str, Any]:
 
 
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
-    # The runs row names the agent; the log is read once, by the resume itself (a `+N`
-    # budget adds to the current limits, and a paused run's budget is checked, which
-    # only the log holds: then it is read here too).
+    # The runs row names the agent; the log is read once (a `+N` budget adds to the
+    # current limits, and a paused run's budget is checked, which only the log holds:
+    # then it is read here, and the resume reads only what was appended since).
     info = await store.runs.get(args.run_id)
     if info is None:
         raise UnknownRun(args.run_id)
-    budget = None
+    budget, graph = None, None
     if args.budget or info.status is Status.PAUSED:
         graph = await new_runtime(store, args.settings).load(args.run_id)
         budget = parse_budget(args.budget, graph) if args.budget else None
@@ -242,6 +242,7 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
                     wait=args.wait,
                     force=args.force,
                     on_wait=waiting,
+                    graph=graph,
                 ),
             )
     except RunBusy as busy:

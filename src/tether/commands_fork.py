@@ -52,14 +52,14 @@ async def cmd_fork(store: Store, args: argparse.Namespace) -> int:
     print(fork_id, flush=True)
     if not args.run:
         return 0
-    agent = (await runtime.load(fork_id)).agent
+    graph = await runtime.load(fork_id)  # handed to the resume: the fork is read once
     models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
-    if agent.split(".")[0] == "demo":  # the demo's scripted model must be up
+    if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up
         from tether.demo.agent import demo_models
 
         models = demo_models(None)
     async with models:
-        return await _execute(store, args, lambda rt: control.resume(rt, fork_id))
+        return await _execute(store, args, lambda rt: control.resume(rt, fork_id, graph=graph))
 
 
 async def cmd_history(store: Store, args: argparse.Namespace) -> int:

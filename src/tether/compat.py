@@ -122,11 +122,7 @@ _UNREAD: Any = object()
 
 def _pending(graph: Graph) -> list[tuple[str, str]]:
     """(node id, kind) of the nodes a handler must still execute, in spawn order."""
-    return [
-        (node_id, state.spec.kind)
-        for node_id, state in graph.nodes.items()
-        if state.completed is None and not state.is_wait
-    ]
+    return [(node_id, spec.kind) for node_id, spec in graph.pending_specs()]
 
 
 async def pending_nodes(graph: Graph, codec: ValueCodec) -> list[PendingNode]:

@@ -17,6 +17,7 @@ from tether.budgets import Change, apply_change, refuse_spent
 from tether.core import Budget
 from tether.errors import BudgetSpent, RunBusy, RunNotResumable, UnknownRun
 from tether.executor import Outcome
+from tether.graph import Graph
 from tether.records import limits_of, run_resumed
 from tether.runtime import Runtime
 from tether.store.base import Claim, RunInfo, Status
@@ -35,15 +36,16 @@ async def resume(
     wait: bool = False,
     force: bool = False,
     on_wait: Callable[[RunBusy], None] | None = None,
+    graph: Graph | None = None,
 ) -> Outcome:
-    """Take a run and continue it here.
+    """Take a run and continue it here (`graph`: the run as the caller loaded it already).
 
     A live owner: RunBusy, or with `wait`, look again until its lease has ended (each
     refusal is passed to `on_wait`), or with `force`, take it over at once.
     """
     while True:
         try:
-            return await runtime.resume(run_id, budget=budget, force=force)
+            return await runtime.resume(run_id, budget=budget, force=force, graph=graph)
         except RunBusy as busy:
             if not wait:
                 raise

@@ -163,12 +163,15 @@ class Graph:
         """The spec of a spawned node (KeyError if none)."""
         return self._specs[node_id]
 
-    def pending_kinds(self) -> list[str]:
-        """The kinds of the spawned nodes not completed yet that a handler must execute
-        (waits are completed by events, not handlers), each once, in spawn order."""
+    def pending_specs(self) -> list[tuple[str, NodeSpec]]:
+        """(node id, spec) of the spawned nodes not completed yet that a handler must
+        execute (waits are completed by events, not handlers), in spawn order."""
         done, waits = self._done, self._wait_ids
-        kinds = (s.kind for nid, s in self._specs.items() if nid not in done and nid not in waits)
-        return list(dict.fromkeys(kinds))
+        return [(nid, s) for nid, s in self._specs.items() if nid not in done and nid not in waits]
+
+    def pending_kinds(self) -> list[str]:
+        """The kinds of `pending_specs`, each once, in spawn order."""
+        return list(dict.fromkeys(s.kind for _, s in self.pending_specs()))
 
     def pending_waits(self) -> list[PendingWait]:
         """The open waits, in the order they opened."""
@@ -222,7 +225,8 @@ class Graph:
         match body:
             case "node_completed":
                 nc = record.node_completed
-                self._check_completed(nc.node_id, _unpack(nc.spawned), nc)
+                nid = nc.node_id
+                self._check_completed(nid, _split_spawned(nid, nc.spawned, self._specs)[1], nc)
             case "node_failed":
                 if record.node_failed.node_id not in self._specs:
                     raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
@@ -244,7 +248,7 @@ class Graph:
             raise GraphError(f"completes node {nid} before its parents")
         if nid in self._wait_ids:
             self._check_wait_done(nid, nc)
-        if spawned and not _one_plain_successor(nid, spawned, self._specs):
+        if spawned:
             self._check_spawned(nid, spawned)
 
     def _check_wait_done(self, nid: str, nc: NodeCompleted | None) -> None:
@@ -285,60 +289,50 @@ class Graph:
 
     def apply(self, record: Record, *, checked: bool = False) -> list[str]:
         """Apply one record; return the ids of nodes that became ready."""
-        body: Body | None = record.WhichOneof("body")  # body_of, without a call: the hot path
-        if body == "node_completed":
-            # The common record and the whole of a replay, so written for speed: inline
-            # (calls cost more than the dict writes here), each protobuf field read once
-            # (every read builds an object), the check and the apply sharing those reads.
-            nc = record.node_completed
-            nid = nc.node_id
-            specs, finished, ready = self._specs, self._done, self.ready
-            spawned: list[_Spawned] = [(s, s.node_id, s.parent_ids) for s in nc.spawned]
-            if not checked:
-                if self.started is None:
-                    raise GraphError("is a node_completed before run_started")
-                if nid not in specs:
-                    raise GraphError(f"completes node {nid}, which was never spawned")
-                if nid in finished:
-                    raise GraphError(f"records node {nid} a second time")
-                if nid in self._waiting:
-                    raise GraphError(f"completes node {nid} before its parents")
-                if nid in self._wait_ids:
-                    self._check_wait_done(nid, nc)
-                if spawned and not _one_plain_successor(nid, spawned, specs):
-                    self._check_spawned(nid, spawned)
-            self.next_seq += 1
-            at = record.at_us
-            if at > self.last_at_us:
-                self.last_at_us = at
-            finished[nid] = nc
-            if nid in ready:
-                del ready[nid]
-            if self.open_waits and nid in self.open_waits:
-                del self.open_waits[nid]
-            if nc.HasField("used"):
-                used = nc.used
-                self.tokens_in += used.tokens_in
-                self.tokens_out += used.tokens_out
-                self.cost += used.cost
-                self.model_calls += used.model_calls
-            if nc.is_result and self.result_node is None:
-                self.result_node = nid
-            became: list[str] = []
-            if self._waiters:
-                children = self._waiters.pop(nid, None)
-                if children is not None:
-                    self._release(children, became)
-            for spec, sid, parents in spawned:
-                # _add, inlined for the common successor: one parent, the node just recorded.
-                if len(parents) == 1 and parents[0] == nid and not spec.HasField("wait"):
-                    specs[sid] = spec
-                    ready[sid] = None
-                    became.append(sid)
-                else:
-                    became += self._add([(spec, sid, parents)], nid)
-            return became
+        # NodeCompleted is the common record and the whole of a replay, so this is written
+        # for speed: inline (calls cost more than the dict writes here), each protobuf
+        # field read once (a read costs more than a dict write: it looks the name up and
+        # builds an object), the check and the apply sharing those reads. Another body
+        # reads as an empty NodeCompleted, without the node id every recorded one has.
+        nc = record.node_completed
+        nid = nc.node_id
+        if not nid:
+            return self._apply_other(record, checked)
+        specs, finished, ready = self._specs, self._done, self.ready
+        plain, many = _split_spawned(nid, nc.spawned, specs)
+        if not checked:
+            if self.started is None:
+                raise GraphError("is a node_completed before run_started")
+            self._check_completed(nid, many, nc)
+        self.next_seq += 1
+        at = record.at_us
+        if at > self.last_at_us:
+            self.last_at_us = at
+        finished[nid] = nc
+        if nid in ready:
+            del ready[nid]
+        if self.open_waits and nid in self.open_waits:
+            del self.open_waits[nid]
+        if nc.HasField("used"):
+            self._count(nc.used)
+        if nc.is_result and self.result_node is None:
+            self.result_node = nid
+        became: list[str] = []
+        if self._waiters:
+            children = self._waiters.pop(nid, None)
+            if children is not None:
+                self._release(children, became)
+        if plain is not None:
+            specs[plain[1]] = plain[0]
+            ready[plain[1]] = None
+            became.append(plain[1])
+        elif many:
+            became += self._add(many, nid)
+        return became
 
+    def _apply_other(self, record: Record, checked: bool) -> list[str]:
+        """Apply a record of any body but NodeCompleted."""
+        body: Body | None = record.WhichOneof("body")
         if not checked:
             self.check(record)
         self.next_seq += 1
@@ -444,15 +438,20 @@ class Graph:
 _Spawned = tuple[NodeSpec, str, Sequence[str]]
 
 
-def _one_plain_successor(nid: str, spawned: list[_Spawned], specs: dict[str, NodeSpec]) -> bool:
-    """The common spawn, which needs no more checking: one new node, not a wait, whose
-    only parent is the node just recorded (a chain's next step, an agent's next turn)."""
+def _split_spawned(
+    nid: str, spawned: Sequence[NodeSpec], specs: dict[str, NodeSpec]
+) -> tuple[tuple[NodeSpec, str] | None, list[_Spawned]]:
+    """The spawns of node `nid` as (the common one, the others). The common spawn needs
+    no more checking: one new node, not a wait, whose only parent is the node just
+    recorded (a chain's next step, an agent's next turn). Read by index: iterating a
+    repeated field ends in an IndexError, built and dropped."""
     if len(spawned) != 1:
-        return False
-    spec, sid, parents = spawned[0]
-    return (
-        sid not in specs and len(parents) == 1 and parents[0] == nid and not spec.HasField("wait")
-    )
+        return None, _unpack(spawned) if spawned else []
+    spec = spawned[0]
+    sid, parents = spec.node_id, spec.parent_ids
+    if len(parents) == 1 and parents[0] == nid and sid not in specs and not spec.HasField("wait"):
+        return (spec, sid), []
+    return None, [(spec, sid, parents)]
 
 
 def _unpack(specs: Iterable[NodeSpec]) -> list[_Spawned]:

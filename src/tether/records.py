@@ -353,8 +353,8 @@ def decode_one(run_id: str, seq: int, row: bytes) -> pb.Record:
     return record
 
 
-def decode_log(run_id: str, rows: Sequence[bytes]) -> Sequence[pb.Record]:
-    """Decode a run's rows (seq 0..n-1) with one parse of their concatenation.
+def decode_log(run_id: str, rows: Sequence[bytes], first_seq: int = 0) -> Sequence[pb.Record]:
+    """Decode a run's rows (seq first_seq.. on) with one parse of their concatenation.
 
     Concatenated LogChunks merge into one, so this costs one C-level parse instead of n.
     If that parse fails or miscounts, fall back to row by row to name the bad seq.
@@ -368,6 +368,7 @@ def decode_log(run_id: str, rows: Sequence[bytes]) -> Sequence[pb.Record]:
         if len(chunk.records) == len(rows):
             records: Sequence[pb.Record] = chunk.records
             return records
-    for seq, row in enumerate(rows):
+    for seq, row in enumerate(rows, first_seq):
         decode_one(run_id, seq, row)
-    raise CorruptRecord(run_id, len(rows) - 1, "could not be decoded with the rest of the log")
+    last = first_seq + len(rows) - 1
+    raise CorruptRecord(run_id, last, "could not be decoded with the rest of the log")

@@ -311,15 +311,17 @@ class Runtime:
             if not 0 <= at_seq < len(rows):
                 raise UnknownSeq(run_id, at_seq, len(rows) - 1)
             rows = rows[: at_seq + 1]
-        graph = Graph(run_id)
-        apply = graph.apply
-        try:
-            for record in decode_log(run_id, rows):
-                apply(record)
-        except GraphError as exc:
-            # A record that does not fit is not applied: next_seq is its seq.
-            raise CorruptRecord(run_id, graph.next_seq, str(exc)) from None
-        return graph
+        return _applied(Graph(run_id), rows)
+
+    async def catch_up(self, graph: Graph) -> Graph:
+        """Bring a graph loaded earlier up to date: read and apply only the records its run
+        appended since (none, usually), so a caller that loaded the run before taking it
+        hands it on instead of the run being read and rebuilt twice."""
+        entries = await self.store.log.read(graph.run_id, after_seq=graph.next_seq - 1)
+        for i, (seq, _) in enumerate(entries):
+            if seq != graph.next_seq + i:
+                raise CorruptRecord(graph.run_id, seq, f"follows seq {graph.next_seq + i - 1}")
+        return _applied(graph, [row for _, row in entries])
 
     # -- executing ---------------------------------------------------------------
 
@@ -361,25 +363,33 @@ class Runtime:
         budget: Budget | None = None,
         epoch: int | None = None,
         force: bool = False,
+        graph: Graph | None = None,
     ) -> Outcome:
         """Rehydrate a run from its log and continue it (with new limits, if given).
 
         The run is taken under a lease first: RunBusy (naming the owner and the seconds left
         on its lease) if someone holds it, unless `force`, which takes it over at a new
         epoch and so fences the old owner. With `epoch`, the caller holds it already.
+        With `graph` (the run as the caller loaded it, handed over), only the records
+        appended since are read.
         """
+        if graph is not None and graph.run_id != run_id:
+            raise ValueError(f"resume of run {run_id} was given the graph of {graph.run_id}")
         if epoch is not None:
-            return await self._resume_held(run_id, budget, epoch)
+            return await self._resume_held(run_id, budget, epoch, graph)
         claim = await self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force)
         if claim is None:
             raise await self.not_taken(run_id, "resume")
         async with self.heartbeat.holding(claim):
             if claim.cancel:  # asked to cancel while nobody held it: record that instead
                 return await self.cancel(run_id, epoch=claim.epoch)
-            return await self._resume_held(run_id, budget, claim.epoch)
+            return await self._resume_held(run_id, budget, claim.epoch, graph)
 
-    async def _resume_held(self, run_id: str, budget: Budget | None, epoch: int) -> Outcome:
-        graph = await self.load(run_id)
+    async def _resume_held(
+        self, run_id: str, budget: Budget | None, epoch: int, loaded: Graph | None
+    ) -> Outcome:
+        # Read under the lease: records appended before it was taken are all there.
+        graph = await (self.load(run_id) if loaded is None else self.catch_up(loaded))
         if graph.finished is not None:
             # Its row may still say otherwise (a log written before finishes were atomic).
             await self.store.leases.release(run_id, epoch, graph.status, graph.reason or None)
@@ -564,6 +574,18 @@ class Runtime:
     async def outcome(self, run_id: str) -> Outcome:
         """The state of a run as its log tells it, without executing anything."""
         return await self._read_outcome(await self.load(run_id))
+
+
+def _applied(graph: Graph, rows: list[bytes]) -> Graph:
+    """`graph` with `rows` (its run's records from seq graph.next_seq on) applied."""
+    apply = graph.apply
+    try:
+        for record in decode_log(graph.run_id, rows, graph.next_seq):
+            apply(record)
+    except GraphError as exc:
+        # A record that does not fit is not applied: next_seq is its seq.
+        raise CorruptRecord(graph.run_id, graph.next_seq, str(exc)) from None
+    return graph
 
 
 def parse_config(raw: bytes) -> dict[str, Any]:

@@ -18,7 +18,16 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
 from tests.server.agents import chain_input
-from tests.server.kit import APPROVAL, CHAIN, CONSOLE, TOKEN, ServerProcess, start_server
+from tests.server.kit import (
+    APPROVAL,
+    CHAIN,
+    CONSOLE,
+    FILES,
+    FORGER,
+    TOKEN,
+    ServerProcess,
+    start_server,
+)
 from tests.server.test_page import browser
 from tests.server.test_page import wait_page as wait_state
 from tether.client import TetherClient
@@ -28,9 +37,8 @@ __all__ = ["browser"]  # the fixture, shared with test_page
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = start_server(
-        tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", "--agent", CONSOLE, "--agent", APPROVAL
-    )
+    agents = [a for name in (CONSOLE, APPROVAL, FILES, FORGER) for a in ("--agent", name)]
+    proc = start_server(tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", *agents)
     yield proc
     assert proc.stop() == 0
 

@@ -5,29 +5,19 @@ where it came from and runs to the source's answer."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.server.agents import chain_input, chain_nodes
-from tests.server.kit import CHAIN, TOKEN, ServerProcess, start_server
-from tests.server.test_console import finish, sign_in, until, wait_page
+from tests.server.kit import CHAIN, TOKEN, ServerProcess
+from tests.server.test_console import finish, server, sign_in, until, wait_page
 from tests.server.test_page import browser
 from tether.client import TetherClient
 
-__all__ = ["browser"]  # the fixture, used by name
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = start_server(tmp_path, f"sqlite:///{tmp_path / 'tether.db'}")
-    yield proc
-    assert proc.stop() == 0
+__all__ = ["browser", "server"]  # the fixtures, used by name
 
 
 def drawn(driver: WebDriver) -> dict[str, Any]:

@@ -88,6 +88,29 @@ def wrap_errors(where: str) -> Iterator[None]:
         raise StoreError(f"postgresql {where}: {exc}") from exc
 
 
+@contextmanager
+def guard(where: str, conn: asyncpg.Connection | PoolConnectionProxy) -> Iterator[None]:
+    """Close `conn` when a statement on it may never be answered; name a lost connection."""
+    try:
+        yield
+    except (TimeoutError, asyncio.CancelledError):
+        # The statement's reply may never come (a partition): close the socket now, or
+        # releasing the connection waits for a cancellation that cannot reach the server
+        # either. The pool (or whoever owns it) opens a fresh one. A pool closing under us
+        # may have taken the connection back already: then there is nothing to close, and
+        # the cancellation must still propagate.
+        with suppress(asyncpg.InterfaceError):
+            conn.terminate()
+        raise
+    except asyncpg.InternalClientError as exc:
+        # A server's FATAL (pg_terminate_backend, shutdown) that arrives while asyncpg is
+        # between protocol states surfaces as this; the connection is closed and the pool
+        # will replace it.
+        if conn.is_closed():
+            raise unavailable(where, exc) from exc
+        raise StoreError(f"postgresql {where}: {exc}") from exc
+
+
 def unavailable(where: str, exc: BaseException) -> StoreUnavailable:
     return StoreUnavailable(
         f"postgresql {where}: connection lost or refused ({exc}); retry: appends are idempotent"
@@ -138,24 +161,12 @@ class PgPool:
             raise StoreError(f"postgresql {self.where}: the store is not open (call open())")
         with wrap_errors(self.where):
             async with self._pool.acquire() as conn:
-                try:
+                with guard(self.where, conn):
                     yield conn
-                except (TimeoutError, asyncio.CancelledError):
-                    # The statement's reply may never come (a partition): close the socket
-                    # now, or releasing the connection waits for a cancellation that
-                    # cannot reach the server either. The pool opens a fresh one. A pool
-                    # closing under us may have taken the connection back already: then
-                    # there is nothing to close, and the cancellation must still propagate.
-                    with suppress(asyncpg.InterfaceError):
-                        conn.terminate()
-                    raise
-                except asyncpg.InternalClientError as exc:
-                    # A server's FATAL (pg_terminate_backend, shutdown) that arrives while
-                    # asyncpg is between protocol states surfaces as this; the connection
-                    # is closed and the pool will replace it.
-                    if conn.is_closed():
-                        raise unavailable(self.where, exc) from exc
-                    raise StoreError(f"postgresql {self.where}: {exc}") from exc
+
+    @property
+    def is_open(self) -> bool:
+        return self._pool is not None
 
     async def execute(self, sql: str, *args: Any) -> str:
         async with self.connection() as conn:
@@ -165,11 +176,14 @@ class PgPool:
         async with self.connection() as conn:
             return await conn.fetch(sql, *args)
 
-    async def connect_one(self, *, bounded: bool = True) -> asyncpg.Connection:
+    async def connect_one(
+        self, *, bounded: bool = True, name: str | None = None
+    ) -> asyncpg.Connection:
         """A connection outside the pool (migrations hold one for a whole transaction).
 
         `bounded=False` leaves its statements without a timeout: a migration of a large
-        table may rightly take longer than any statement on the hot path.
+        table may rightly take longer than any statement on the hot path. `name`: its
+        application_name, as others see it in pg_stat_activity.
         """
         timeout = self.command_timeout if bounded else None
         with wrap_errors(self.where):
@@ -177,7 +191,18 @@ class PgPool:
                 self.dsn,
                 command_timeout=timeout,
                 statement_cache_size=self.statement_cache_size,
+                server_settings={"application_name": name} if name else None,
             )
+
+
+async def close_quietly(conn: asyncpg.Connection, within_s: float = 5.0) -> None:
+    """Close a connection of our own politely, or drop it if the server does not answer."""
+    if conn.is_closed():
+        return
+    try:
+        await asyncio.wait_for(conn.close(), within_s)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        conn.terminate()
 
 
 def rowcount(status: str) -> int:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from tether.store.postgres_db import PgPool, is_unavailable
+from tether.store.postgres_db import is_unavailable
+from tether.store.postgres_lanes import AppendLanes
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
@@ -47,9 +48,13 @@ class GroupCommit:
     """Counts the appends in flight and turns the queued ones into shared statements."""
 
     def __init__(
-        self, db: PgPool, *, statements: int = DEFAULT_STATEMENTS, max_rows: int = DEFAULT_MAX_ROWS
+        self,
+        lanes: AppendLanes,
+        *,
+        statements: int = DEFAULT_STATEMENTS,
+        max_rows: int = DEFAULT_MAX_ROWS,
     ) -> None:
-        self._db = db
+        self._lanes = lanes
         self.statements = statements
         self.max_rows = max_rows
         self.inflight = 0
@@ -149,7 +154,7 @@ class GroupCommit:
                 epochs.append(w.epoch)
         counts: dict[str, int] | None = None
         try:
-            async with self._db.connection() as conn:
+            async with self._lanes.connection() as conn:
                 try:
                     rows = await conn.fetch(
                         Q["append_group"], run_ids, seqs, records, unfenced, fenced, epochs

@@ -1,4 +1,4 @@
-"""NOTIFY after appends (coalesced, off the append path), and LISTEN for those notifications."""
+"""LISTEN for the notifications of appends (store/postgres_notify.py sends them)."""
 
 from __future__ import annotations
 
@@ -10,87 +10,13 @@ from typing import Any
 import asyncpg
 
 from tether.store.base import AppendListener, LogListener
-from tether.store.postgres_db import PgPool
+from tether.store.postgres_db import PgPool, close_quietly
+from tether.store.postgres_notify import CHANNEL, LISTENER_NAME
 from tether.store.queries import load_queries
 
 log = logging.getLogger("tether.store.postgres")
 
-CHANNEL = "tether_log"
-# At most one notify statement per this many seconds while appends keep coming: what a
-# stream on another replica may wait beyond its append under load, never when idle.
-PACE_S = 0.002
 Q = load_queries("postgres")
-
-
-class AppendNotifier:
-    """Sends `run_id:seq` on CHANNEL for appends, many per statement, one statement at a time.
-
-    `note()` returns at once: the append has committed and its caller goes on. While one
-    notify statement is in flight, later appends gather (a run keeps only its highest
-    seq) and go out together in the next: one round trip per batch of appends, whatever
-    the concurrency, and never a lock taken in the appends' own commits.
-
-    The notifier has a connection of its own, outside the pool: on a pooled one its
-    NOTIFY would queue the executor's next append behind it whenever the pool is busy
-    (bench/fencing.py, one connection: 1.6x a bare INSERT at p50 against ~1.1x).
-    """
-
-    def __init__(self, db: PgPool) -> None:
-        self._db = db
-        self._pending: dict[str, int] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._conn: asyncpg.Connection | None = None
-        self._next_at = 0.0
-        self.sent = 0
-        self.statements = 0
-
-    def note(self, run_id: str, seq: int) -> None:
-        if seq > self._pending.get(run_id, -1):
-            self._pending[run_id] = seq
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._send())
-
-    async def _send(self) -> None:
-        loop = asyncio.get_running_loop()
-        while self._pending:
-            # Pacing, not synchronization: after a send, the next waits out PACE_S so that
-            # under a stream of appends the statements (and their CPU on the database) stay
-            # bounded while batches grow. A first append after a lull goes out at once.
-            wait = self._next_at - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            self._next_at = loop.time() + PACE_S
-            batch, self._pending = self._pending, {}
-            payloads = [f"{run_id}:{seq}" for run_id, seq in batch.items()]
-            try:
-                if self._conn is None or self._conn.is_closed():
-                    self._conn = await self._db.connect_one()
-                await self._conn.fetchval(Q["notify_appends"], payloads)
-            except Exception as exc:
-                # Streams fall back to their poll; a lost wakeup delays, never loses, a record.
-                log.warning("could not notify %d appends: %s", len(payloads), exc)
-                self._drop()
-                return
-            self.sent += len(payloads)
-            self.statements += 1
-
-    def _drop(self) -> None:
-        """Forget the connection (the next batch opens another); never blocks."""
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            conn.terminate()
-
-    async def close(self) -> None:
-        if self._task is not None:
-            with contextlib.suppress(Exception):
-                await self._task
-            self._task = None
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            try:
-                await asyncio.wait_for(conn.close(), 5)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                conn.terminate()
 
 
 class PostgresLogListener(LogListener):
@@ -136,7 +62,7 @@ class PostgresLogListener(LogListener):
         first = True
         while True:
             try:
-                conn = await self._db.connect_one()
+                conn = await self._db.connect_one(name=LISTENER_NAME)
             except Exception as exc:
                 if first:
                     raise
@@ -148,6 +74,7 @@ class PostgresLogListener(LogListener):
             conn.add_termination_listener(_setter(lost))
             try:
                 await conn.add_listener(CHANNEL, self._notified)
+                await conn.fetchval(Q["log_listener_hello"])  # notifiers: someone listens
                 if not first:
                     self._on_append(None, -1)  # appends made while we were away
                 first, delay = False, 0.05
@@ -157,17 +84,8 @@ class PostgresLogListener(LogListener):
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
                 log.warning("log listener: %s; reconnecting", exc)
             finally:
-                await _close_quietly(conn)
+                await close_quietly(conn, 2)
 
 
 def _setter(event: asyncio.Event) -> Any:
     return lambda _conn: event.set()
-
-
-async def _close_quietly(conn: asyncpg.Connection) -> None:
-    if conn.is_closed():
-        return
-    try:
-        await asyncio.wait_for(conn.close(), timeout=2)
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
-        conn.terminate()

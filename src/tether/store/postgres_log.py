@@ -12,7 +12,9 @@ from tether.store.base import AppendListener, LogListener, LogStore
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.postgres_db import PgPool, rowcount
 from tether.store.postgres_group import GroupCommit
-from tether.store.postgres_listen import AppendNotifier, PostgresLogListener
+from tether.store.postgres_lanes import AppendLanes
+from tether.store.postgres_listen import PostgresLogListener
+from tether.store.postgres_notify import AppendNotifier
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
@@ -38,7 +40,9 @@ class PostgresLog(LogStore):
         self._db = db
         self._notifier = AppendNotifier(db)
         # Appends of many runs share one statement while others are in flight.
-        self._group = GroupCommit(db, statements=db.group_commit)
+        # Appends run on connections of their own, outside the pool.
+        self._lanes = AppendLanes(db, db.group_commit)
+        self._group = GroupCommit(self._lanes, statements=db.group_commit)
 
     def appended(self, run_id: str, seq: int) -> None:
         """Note records up to `seq` appended by another statement (a run's finish)."""
@@ -47,6 +51,7 @@ class PostgresLog(LogStore):
     async def close(self) -> None:
         """Send the notifications still pending, then stop the notifier."""
         await self._notifier.close()
+        await self._lanes.close()
 
     async def append(
         self, run_id: str, entries: Sequence[tuple[int, bytes]], *, epoch: int | None = None
@@ -76,7 +81,7 @@ class PostgresLog(LogStore):
         self, run_id: str, seqs: list[int], records: list[bytes], epoch: int | None
     ) -> int:
         """One run's append in one statement; the rows it inserted (0: nothing landed)."""
-        async with self._db.connection() as conn:
+        async with self._lanes.connection() as conn:
             try:
                 if epoch is None:
                     status = await conn.execute(Q["append"], run_id, seqs, records)

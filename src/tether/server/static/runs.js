@@ -2,9 +2,10 @@
 // every few seconds; each top-level run's sub-agent runs are nested under it.
 "use strict";
 
-const PAGE = 25;
 const REFRESH_MS = 2000;
 const params = new URLSearchParams(location.search);
+// Runs per page: 25, or `?limit=` in the address (1-500, as the API takes).
+const PAGE = Math.min(500, Math.max(1, Math.round(Number(params.get("limit"))) || 25));
 const list = {
   rows: [], next: null, offset: Number(params.get("offset")) || 0, fetches: 0, error: "",
   status: params.get("status") || "", agent: params.get("agent") || "", q: params.get("q") || "",
@@ -25,6 +26,7 @@ function keepInAddress() {
   const p = new URLSearchParams();
   for (const k of ["status", "agent", "q"]) if (list[k]) p.set(k, list[k]);
   if (list.offset) p.set("offset", String(list.offset));
+  if (params.has("limit")) p.set("limit", String(PAGE));
   const s = p.toString();
   history.replaceState(null, "", s ? "?" + s : location.pathname);
 }

@@ -48,8 +48,20 @@ SELECT run_id, count(*)::int FROM ins GROUP BY run_id;
 -- Tell the event streams of every replica which runs grew ('run_id:last seq' each), in one
 -- statement for all the appends made since the last one. Not in the append itself: a
 -- notifying commit takes a database-wide lock, which serialized concurrent appends (3.5x
--- fewer appends/s with 16 writers, bench/stream_latency.py).
-SELECT count(pg_notify('tether_log', payload)) FROM unnest($1::text[]) AS payload;
+-- fewer appends/s with 16 writers, bench/stream_latency.py). Returns how many log
+-- listeners (connections named $2) there are now, as log_listeners.
+WITH sent AS (SELECT count(pg_notify('tether_log', payload)) FROM unnest($1::text[]) AS payload)
+SELECT count(*) FROM pg_stat_activity, sent
+WHERE application_name = $2 AND datname = current_database();
+
+-- name: log_listeners
+-- How many log listeners (connections named $1) this database has: appends are notified
+-- only while there is one (store/postgres_notify.py).
+SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database();
+
+-- name: log_listener_hello
+-- A log listener that now listens tells the notifiers of every process at once.
+SELECT pg_notify('tether_log_hello', '');
 
 -- name: records_at
 -- The records already stored at some seqs (to tell a retry from a conflict or a fence).

@@ -1,0 +1,115 @@
+"""Resume reads a run's log once (issue 12, recovery): a caller that loaded the run before
+taking it (`tether resume` of a paused run checks its budget first) hands the graph over,
+and the resume reads only the records appended since. Every backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.agents import uid
+from tether import Budget, Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
+from tether.errors import CorruptRecord
+from tether.records import decode_log, encode, run_paused
+
+steps = Registry("test.readonce.chain", entry="step")
+
+
+@steps.node("step")
+async def step(ctx: Context, node: Node) -> NodeResult:
+    i, n = node.input["i"], node.input["n"]
+    if i + 1 < n:
+        return NodeResult(i, spawn=[Spawn("step", {"i": i + 1, "n": n}, key="next")])
+    return NodeResult(i, is_result=True)
+
+
+class Reads:
+    """Counts the log reads a store answers: whole logs, and rows past a seq."""
+
+    def __init__(self, store: Store) -> None:
+        self.whole = 0
+        self.tails: list[int] = []
+        read, read_all = store.log.read, store.log.read_all
+
+        async def counted_read(run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
+            if after_seq >= 0:  # (the memory store's read_all reads from -1)
+                self.tails.append(after_seq)
+            return await read(run_id, after_seq=after_seq)
+
+        async def counted_read_all(run_id: str) -> list[bytes]:
+            self.whole += 1
+            return await read_all(run_id)
+
+        store.log.read = counted_read  # type: ignore[method-assign]
+        store.log.read_all = counted_read_all  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def reads(store: Store) -> Iterator[Reads]:
+    yield Reads(store)
+
+
+async def completed_ids(store: Store, run_id: str) -> list[str]:
+    records = decode_log(run_id, await store.log.read_all(run_id))
+    return [r.node_completed.node_id for r in records if r.HasField("node_completed")]
+
+
+async def test_resume_with_a_loaded_graph_reads_only_what_was_appended_since(
+    store: Store, reads: Reads
+) -> None:
+    rt = Runtime(store, concurrency=1)
+    run_id = uid("readonce")
+    paused = await rt.start(steps, {"i": 0, "n": 6}, run_id=run_id, budget=Budget(max_nodes=2))
+    assert paused.status is Status.PAUSED
+    stale = await rt.load(run_id)  # loaded, then the run moves on without it
+    again = await rt.resume(run_id, budget=Budget(max_nodes=4))
+    assert again.status is Status.PAUSED and again.graph.completed_count == 4
+    whole_before, seen = reads.whole, stale.next_seq
+
+    done = await Runtime(store).resume(run_id, budget=Budget(), graph=stale)
+
+    assert done.status is Status.SUCCEEDED and done.result == 5
+    assert done.graph is stale  # the graph handed over, brought up to date and continued
+    assert reads.whole == whole_before  # the log was not read whole again ...
+    assert reads.tails[-1] == seen - 1  # ... only from the seq the graph had reached
+    ids = await completed_ids(store, run_id)
+    assert len(ids) == len(set(ids)) == 6  # each node recorded once
+    fresh = await rt.load(run_id)
+    assert list(fresh.order) == list(stale.order) and fresh.next_seq == stale.next_seq
+
+
+async def test_resume_of_a_graph_up_to_date_reads_no_row_twice(store: Store, reads: Reads) -> None:
+    rt = Runtime(store, concurrency=1)
+    run_id = uid("readonce")
+    await rt.start(steps, {"i": 0, "n": 3}, run_id=run_id, budget=Budget(max_nodes=1))
+    graph = await rt.load(run_id)
+    whole, seen = reads.whole, graph.next_seq
+    done = await rt.resume(run_id, budget=Budget(), graph=graph)
+    assert done.status is Status.SUCCEEDED
+    assert reads.whole == whole and reads.tails == [seen - 1]
+
+
+async def test_a_record_appended_since_that_does_not_fit_is_named_by_its_seq(
+    store: Store,
+) -> None:
+    rt = Runtime(store, concurrency=1)
+    run_id = uid("readonce")
+    await rt.start(steps, {"i": 0, "n": 3}, run_id=run_id, budget=Budget(max_nodes=1))
+    graph = await rt.load(run_id)
+    rows = await store.log.read_all(run_id)
+    # A node completed again: a record no graph accepts, appended after the load.
+    await store.log.append(run_id, [(len(rows), rows[1])])
+    await store.log.append(run_id, [(len(rows) + 1, encode(run_paused("again")))])
+    with pytest.raises(CorruptRecord, match=f"seq {len(rows)}"):
+        await rt.catch_up(graph)
+
+
+async def test_resume_refuses_the_graph_of_another_run(store: Store) -> None:
+    rt = Runtime(store, concurrency=1)
+    first, second = uid("readonce"), uid("readonce")
+    await rt.start(steps, {"i": 0, "n": 2}, run_id=first, budget=Budget(max_nodes=1))
+    await rt.start(steps, {"i": 0, "n": 2}, run_id=second, budget=Budget(max_nodes=1))
+    with pytest.raises(ValueError, match=f"resume of run {second} was given the graph of {first}"):
+        await rt.resume(second, budget=Budget(), graph=await rt.load(first))
+    assert (await rt.load(second)).status is Status.PAUSED  # nothing recorded
