@@ -17,9 +17,10 @@ from tests.test_fork_children import family
 from tests.test_fork_refs import chain
 from tether import Budget, Runtime, Status, Store, store_from_url
 from tether.blobs import LocalBlobStore
-from tether.errors import BadTlog, ImportConflict
+from tether.errors import BadTlog, ImportConflict, RunExists
 from tether.records import blob_refs, decode_log
-from tether.store.base import RunFilter
+from tether.store.base import RunFilter, RunInfo
+from tether.store.forks import NewRun
 from tether.tlog import export_run, import_tlog, read_tlog
 from tether.tlog.format import BLOB, END, HEADER, RECORD, RUN, FrameWriter
 
@@ -275,3 +276,34 @@ async def test_a_file_that_goes_on_after_its_end_is_refused(
     await _refused(durable_store, data + b"more", "bytes follow its end frame")
     await _refused(durable_store, b"PK\x03\x04" + data, "not a tether run file")
     assert END and BLOB  # every frame kind is exercised by the sample
+
+
+async def test_invariant_12_create_runs_writes_every_run_or_none(store: Store) -> None:
+    taken = await Runtime(store).submit(chain, {"i": 0, "n": 2}, run_id=uid("taken"))
+    first = (await store.log.read_all(taken))[0]
+    fresh = uid("fresh")
+    runs = [
+        NewRun(RunInfo(fresh, chain.name, Status.QUEUED), first, entries=[(1, first)]),
+        NewRun(RunInfo(taken, chain.name, Status.QUEUED), first),
+    ]
+    with pytest.raises(RunExists):
+        await store.forks.create_runs(runs)
+    assert await store.runs.get(fresh) is None
+    assert await store.log.read_all(fresh) == []
+    await store.forks.create_runs(runs[:1])
+    assert await store.log.read_all(fresh) == [first, first]
+
+
+async def test_a_run_that_went_on_after_its_import_is_the_same_run(
+    two_stores: tuple[Store, Store],
+) -> None:
+    source, target = two_stores
+    paused = await Runtime(source).start(
+        chain, {"i": 0, "n": 6}, run_id=uid("went-on"), budget=Budget(max_nodes=2)
+    )
+    data = await exported(source, paused.run_id)
+    assert await imported(target, data) == [paused.run_id]
+    await Runtime(target).resume(paused.run_id, budget=Budget(max_nodes=20))
+    longer = await target.log.read_all(paused.run_id)
+    assert await imported(target, data) == []  # its records start with the file's
+    assert await target.log.read_all(paused.run_id) == longer
