@@ -348,3 +348,22 @@ async def test_run_ids_a_caller_could_not_give_are_refused(
         frames += [out.json_frame(RUN, {**body, "parent_run_id": parent}), out.frame(RECORD, first)]
     frames.append(out.end({"runs": len(runs), "records": len(runs), "blobs": 0}))
     await _refused(durable_store, b"".join(frames), says)
+
+
+async def test_a_fork_with_a_forked_sub_agent_run_is_exported_whole(
+    two_stores: tuple[Store, Store],
+) -> None:
+    source, target = two_stores
+    runtime = Runtime(source)
+    done = await runtime.start(family, {"n": 2, "gate": None}, run_id=uid("famfork"))
+    last = len(await source.log.read_all(done.run_id)) - 2  # before its run_finished
+    fork_id = await runtime.fork(done.run_id, at_seq=last)
+    runs = await family_of(source, fork_id)
+    assert len(runs) == 2  # the fork and its forked (referenced) sub-agent run
+    assert all([await source.forks.segments(r) for r in runs])
+
+    assert sorted(await imported(target, await exported(source, fork_id))) == sorted(runs)
+    assert await family_of(target, fork_id) == runs
+    assert await target.runs.get(done.run_id) is None
+    outcome = await Runtime(target).resume(fork_id)
+    assert (outcome.status, outcome.result) == (Status.SUCCEEDED, done.result)
