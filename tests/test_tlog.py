@@ -182,7 +182,10 @@ async def test_blobs_travel_with_the_file_and_land_in_the_new_blob_store(
 # -- refusals: nothing half-imported ------------------------------------------------------
 
 
-async def _refused(store: Store, data: bytes, match: str, blobs: LocalBlobStore | None = None):  # type: ignore[no-untyped-def]
+async def _refused(
+    store: Store, data: bytes, match: str, blobs: LocalBlobStore | None = None
+) -> None:
+    """The file is refused as BadTlog matching `match`, and the store holds no run."""
     with pytest.raises(BadTlog, match=match):
         await imported(store, data, blobs)
     assert await store.runs.list() == []
