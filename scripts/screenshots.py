@@ -104,9 +104,14 @@ def main() -> None:
                     ),
                     "the run page",
                 )
-                nodes = driver.find_elements(By.CSS_SELECTOR, "#graph g.node")
-                pick = [n for n in nodes if "report" in (n.get_attribute("aria-label") or "")]
-                (pick or nodes)[-1].click()
+                # Clicked in the page: the graph redraws as the sub-agent list arrives, so an
+                # element found a moment before may be gone.
+                driver.execute_script(
+                    "const nodes = [...document.querySelectorAll('#graph g.node')];"
+                    "const pick = nodes.filter(n => n.ariaLabel.includes('report'));"
+                    "(pick.length ? pick : nodes).pop().dispatchEvent("
+                    "new MouseEvent('click', {bubbles: true}));"
+                )
                 driver.execute_script("window.scrollTo(0, 0)")
                 time.sleep(1)  # let the image in the panel load before the picture is taken
                 driver.save_screenshot(str(IMAGES / "console-run.png"))

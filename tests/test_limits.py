@@ -41,3 +41,22 @@ async def test_a_bad_key_or_priority_records_nothing(
     with pytest.raises(BadLimit, match=message):
         await Runtime(store).submit(AGENT, 0, run_id="bad-one", **kw)  # type: ignore[arg-type]
     assert await store.runs.get("bad-one") is None
+
+
+async def test_limits_given_in_code_are_stored_with_the_first_run_and_a_set_one_wins(
+    store: Store,
+) -> None:
+    from tether import ConcurrencyLimit, Registry
+
+    coded = Registry("coded", entry="nap", max_running=4, max_running_per_key=2)
+    coded.add("nap", lambda ctx, node: None)  # type: ignore[arg-type, return-value]
+    await store.limits.set(ConcurrencyLimit("coded", 9))  # set by hand first: it wins
+    rt = Runtime(store)
+    await rt.submit(coded, key="k")
+    await rt.submit(coded, key="k")
+    assert await store.limits.all() == [
+        ConcurrencyLimit("coded", 9),
+        ConcurrencyLimit("coded", 2, each_key=True),
+    ]
+    with pytest.raises(BadLimit, match="max running must be 1 or more, not 0"):
+        Registry("zero", entry="nap", max_running=0)

@@ -62,7 +62,7 @@ async def client(models: LocalModelServer) -> AsyncIterator[openai.AsyncOpenAI]:
         yield oai
 
 
-def support(client: openai.AsyncOpenAI, *, front: str = "triage") -> DurableRunner:
+def support(client: openai.AsyncOpenAI, *, front: str = "triage", **kw: Any) -> DurableRunner:
     @function_tool
     async def refund(order: str) -> str:
         """Refund an order."""
@@ -76,7 +76,7 @@ def support(client: openai.AsyncOpenAI, *, front: str = "triage") -> DurableRunn
         "billing", model=OpenAIChatCompletionsModel("script:billing", client), tools=[refund]
     )
     desk = Agent(front, model=OpenAIChatCompletionsModel("script:triage", client), handoffs=[bill])
-    return DurableRunner(desk, name="test.openai_agents.support")
+    return DurableRunner(desk, name=kw.pop("name", "test.openai_agents.support"), **kw)
 
 
 async def steps_of(store: Store, run_id: str) -> list[Any]:
@@ -138,3 +138,23 @@ async def test_an_agent_whose_code_changed_pauses_with_the_non_determinism_error
         r.WhichOneof("body") for r in decode_log(run_id, await durable_store.log.read_all(run_id))
     ]
     assert "node_failed" not in bodies and "node_completed" not in bodies
+
+
+async def test_model_calls_take_from_the_models_shared_rate_limit(
+    store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    from tether.inspect import rate_wait_ms
+    from tether.store.rates import RateLimit
+
+    # One request a second for both models (one key): the three calls are spaced.
+    runner = support(
+        client, name="test.openai_agents.rated", rate_key="openai:support",
+        rate_limits=[RateLimit("openai:support", requests=1, per=1.0)],
+    )  # fmt: skip
+    outcome = await runner.run("Refund A1", runtime=Runtime(store))
+    assert outcome.status is Status.SUCCEEDED, outcome.reason
+    assert rate_wait_ms(outcome.graph) > 1000  # the 2nd and 3rd waited about a second each
+    [state] = await store.rates.all()
+    assert state.limit == RateLimit("openai:support", requests=1, per=1.0)
+    times = sorted(r.at for r in models.requests)
+    assert len(times) == 3 and times[2] - times[0] >= 1.5

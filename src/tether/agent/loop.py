@@ -81,6 +81,8 @@ class Agent:
         compatible: Iterable[str] | CompatibleFn | None = None,
         rate_key: str | None = None,
         rate_limits: Sequence[RateLimit] = (),
+        max_running: int | None = None,
+        max_running_per_key: int | None = None,
     ) -> None:
         self.name = name
         # What a parent agent's model calls this agent by (names are global, tool names local).
@@ -121,7 +123,15 @@ class Agent:
                     "subagents": sorted(self.subagents),
                 }
             )
-        self.registry = Registry(name, entry="turn", version=version, compatible=compatible)
+        # Concurrency limits this code brings (`Registry`'s; a limit set by hand wins).
+        self.registry = Registry(
+            name,
+            entry="turn",
+            version=version,
+            compatible=compatible,
+            max_running=max_running,
+            max_running_per_key=max_running_per_key,
+        )
         self.registry.add("turn", self._turn)
         # One kind per tool, so each keeps its own retry policy and the graph names it.
         for t in self.tools.values():

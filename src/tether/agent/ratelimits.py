@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from tether import clock
 from tether.agent.messages import Message, ModelReply, ToolSpec
@@ -22,6 +23,8 @@ from tether.store.rates import RateLimit, RateLimits
 
 Call = Callable[[], Awaitable[ModelReply]]
 Estimate = Callable[[], int]
+T = TypeVar("T")
+Used = Callable[[T], int]
 # How long a gate trusts what it read of its key's token limit.
 TOKEN_LIMITS_TTL = 5.0
 # A rough count, as providers' own pre-flight estimates are: about four characters a token.
@@ -108,8 +111,27 @@ class RateGate:
             raise
         finally:
             BEFORE_SEND.reset(hooked)
-        used = reply.tokens_in + reply.tokens_out
-        charged = metered[0] if metered else None
+        await self._settle(
+            rates, metered[0] if metered else None, reply.tokens_in + reply.tokens_out
+        )
+        return reply
+
+    async def metered(self, ctx: Context, call: Callable[[], Awaitable[T]], used: Used[T]) -> T:
+        """One model call another SDK makes (an integration's): wait for the limit, call,
+        then meter the tokens it `used`, or block the key on a 429. No estimate: the SDK
+        builds the request, so a token limit meters the actual usage only."""
+        charged = await self.wait(ctx, lambda: 0)
+        try:
+            result = await call()
+        except Exception as exc:
+            block = throttled(exc)
+            if block is not None:
+                await ctx.store.rates.block(self.key, block)
+            raise
+        await self._settle(ctx.store.rates, charged, used(result))
+        return result
+
+    async def _settle(self, rates: RateLimits, charged: int | None, used: int) -> None:
+        """Correct the token meter of a call metered for `charged` tokens that `used` some."""
         if charged is not None and used and used != charged:
             await rates.settle(self.key, used - charged)
-        return reply

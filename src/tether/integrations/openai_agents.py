@@ -14,7 +14,7 @@ as configured.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from agents import Agent, FunctionTool, Model, ModelProvider, MultiProvider, Runner
@@ -23,12 +23,14 @@ from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
 from tether.agent.pricing import cost_of
+from tether.agent.ratelimits import RateGate
 from tether.context import Context
 from tether.core import Budget, Node, NodeResult, Retry, StepResult, Usage
 from tether.executor import Outcome
 from tether.integrations.scope import current_scope, node_scope
 from tether.registry import Registry
 from tether.runtime import Runtime
+from tether.store.rates import RateLimit
 
 _RESPONSE = TypeAdapter(ModelResponse)
 
@@ -37,13 +39,22 @@ class DurableModel(Model):
     """A model whose calls inside a tether node are journaled steps (outside, the model as is)."""
 
     def __init__(
-        self, model: Model | str | None, provider: ModelProvider, *, agent_name: str
+        self,
+        model: Model | str | None,
+        provider: ModelProvider,
+        *,
+        agent_name: str,
+        rate_key: str | None = None,
+        rate_limits: Sequence[RateLimit] = (),
     ) -> None:
         # A model name is resolved on first use, so its client is made where the run runs.
         self._model = model if isinstance(model, Model) else None
         self._provider = provider
         self.model_name = model if isinstance(model, str) else getattr(model, "model", "")
         self.step_name = f"{agent_name}.model"
+        # The shared rate limit its calls take from (`tether limits set --model`): by
+        # default the model's, named as tether's own agents name OpenAI models.
+        self.rate_gate = RateGate(rate_key or f"openai:{self.model_name}", rate_limits)
 
     @property
     def inner(self) -> Model:
@@ -57,7 +68,11 @@ class DurableModel(Model):
             return await self.inner.get_response(*args, **kwargs)
 
         async def call() -> StepResult:
-            response = await self.inner.get_response(*args, **kwargs)
+            response = await self.rate_gate.metered(
+                scope.ctx,
+                lambda: self.inner.get_response(*args, **kwargs),
+                lambda r: r.usage.input_tokens + r.usage.output_tokens,
+            )
             u = response.usage
             usage = Usage(
                 u.input_tokens,
@@ -93,21 +108,33 @@ def _durable_tool(tool: FunctionTool, agent_name: str) -> FunctionTool:
 
 
 def durable_agent(
-    agent: Agent[Any], provider: ModelProvider, done: dict[int, Agent[Any]] | None = None
+    agent: Agent[Any],
+    provider: ModelProvider,
+    done: dict[int, Agent[Any]] | None = None,
+    *,
+    rate_key: str | None = None,
+    rate_limits: Sequence[RateLimit] = (),
 ) -> Agent[Any]:
-    """A clone of `agent` and of every agent it hands off to, with durable models and tools."""
+    """A clone of `agent` and of every agent it hands off to, with durable models and tools
+    whose model calls take from the shared rate limit of their model (or `rate_key`)."""
     done = {} if done is None else done
     if id(agent) in done:
         return done[id(agent)]
+    model = DurableModel(
+        agent.model, provider, agent_name=agent.name, rate_key=rate_key, rate_limits=rate_limits
+    )
     clone = agent.clone(
-        model=DurableModel(agent.model, provider, agent_name=agent.name),
+        model=model,
         tools=[
             _durable_tool(t, agent.name) if isinstance(t, FunctionTool) else t for t in agent.tools
         ],
     )
     done[id(agent)] = clone
     clone.handoffs = [
-        durable_agent(h, provider, done) if isinstance(h, Agent) else h for h in agent.handoffs
+        durable_agent(h, provider, done, rate_key=rate_key, rate_limits=rate_limits)
+        if isinstance(h, Agent)
+        else h
+        for h in agent.handoffs
     ]
     return clone
 
@@ -129,8 +156,14 @@ class DurableRunner:
         max_turns: int = 10,
         retry: Retry | None = None,
         timeout: float | None = None,
+        rate_key: str | None = None,
+        rate_limits: Sequence[RateLimit] = (),
     ) -> None:
-        self.agent = durable_agent(agent, model_provider or MultiProvider())
+        # Model calls take from a shared rate limit, as tether's agents' do: each model's
+        # ("openai:" + its name), or `rate_key`'s; `rate_limits` are defaults in code.
+        self.agent = durable_agent(
+            agent, model_provider or MultiProvider(), rate_key=rate_key, rate_limits=rate_limits
+        )
         self.max_turns = max_turns
         self.registry = Registry(name or agent.name, entry="run")
         self.registry.add("run", self._run_node, retry=retry, timeout=timeout)

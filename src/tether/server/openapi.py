@@ -293,7 +293,8 @@ def document() -> dict[str, Any]:
             "delete": _op(
                 "lift a concurrency limit: the runs that waited for it are claimable at once",
                 {"200": {"description": "removed", "content": _json("LimitRemoved")},
-                 "400": _err("no agent given"), "404": _err("no limit of that scope")},
+                 "400": _err("no agent given"), "404": _err("no limit of that scope"),
+                 "422": _err("a bad agent name or key")},
                 parameters=[
                     {"name": "agent", "in": "query", "required": True,
                      "schema": {"type": "string", "minLength": 1, "maxLength": 200}},
