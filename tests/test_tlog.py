@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.agents import uid
+from tests.agents import randomgraph, uid
 from tests.offload_agents import offload
 from tests.test_fork_children import family
 from tests.test_fork_refs import chain
@@ -370,3 +370,24 @@ async def test_a_fork_with_a_forked_sub_agent_run_is_exported_whole(
     assert await target.runs.get(done.run_id) is None
     outcome = await Runtime(target).resume(fork_id)
     assert (outcome.status, outcome.result) == (Status.SUCCEEDED, done.result)
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_random_runs_with_sub_agent_runs_round_trip_byte_for_byte(
+    seed: int, tmp_path: Path
+) -> None:
+    async with (
+        store_from_url("memory:") as source,
+        store_from_url(f"sqlite:///{tmp_path / 'target.db'}") as target,
+    ):
+        outcome = await Runtime(source).start(
+            randomgraph, {"seed": seed * 7919, "depth": 0}, run_id=uid("rnd")
+        )
+        runs = await family_of(source, outcome.run_id)
+        data = await exported(source, outcome.run_id)
+        assert sorted(await imported(target, data)) == sorted(runs)
+        assert await family_of(target, outcome.run_id) == runs
+        assert await exported(target, outcome.run_id) != b""
+        assert await imported(target, data) == []
+        loaded = await Runtime(target).load(outcome.run_id)
+        assert loaded.status is outcome.status
