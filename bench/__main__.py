@@ -31,6 +31,7 @@ from bench import (
     scheduling,
     steps,
     throughput,
+    tlog,
     workers,
 )
 from bench.common import Line, Settings, drop_pg, prepare_pg
@@ -54,6 +55,7 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "partitions": partitions.run,
     "fork": fork.run,
     "flow_claims": flow_claims.run,
+    "tlog": tlog.run,
 }
 # Families that need the PostgreSQL bench database.
 NEEDS_PG = {
@@ -68,6 +70,7 @@ NEEDS_PG = {
     "partitions",
     "fork",
     "flow_claims",
+    "tlog",
 }
 
 

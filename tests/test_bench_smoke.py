@@ -21,6 +21,7 @@ from bench import (
     scheduling,
     steps,
     throughput,
+    tlog,
     workers,
 )
 from bench.__main__ import FAMILIES, NEEDS_PG
@@ -93,6 +94,7 @@ TINY: dict[str, list[tuple[object, str, object]]] = {
     "steps": [(steps, "TURNS", 5)],
     "fork": [(fork, "QUICK_SIZES", (20, 40))],
     "flow_claims": [],
+    "tlog": [(tlog, "QUICK_SIZES", (20, 40))],
 }
 
 
