@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from tests.server.agents import chain_input
-from tests.server.kit import CHAIN, running
+from tests.server.kit import CHAIN, TOKEN, running
 from tether import store_from_url
 from tether.blobs import LocalBlobStore
 from tether.client import ApiError, TetherClient
 from tether.store.base import Store
 
-from .test_api import TOKEN, wait_status
+from .test_api import wait_status
 
 
 async def test_a_run_exported_over_http_imports_into_another_server_once(
