@@ -27,6 +27,7 @@ def test_http_libraries_are_quiet_at_the_default_level(restore_logging: None) ->
     out = io.StringIO()
     logs.configure("text", stream=out)
     logging.getLogger("httpx").info('HTTP Request: POST http://127.0.0.1/v1 "HTTP/1.1 200 OK"')
+    logging.getLogger("httpx2").info('HTTP Request: POST http://127.0.0.1/v1 "HTTP/1.1 200 OK"')
     logging.getLogger("uvicorn.access").info('127.0.0.1 - "GET /v1/runs HTTP/1.1" 200')
     logging.getLogger("tether.worker").info("run r1: claimed at epoch 1")
     logging.getLogger("httpx").warning("connection pool full")

@@ -11,10 +11,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.agents import uid
+from tests.agents import randomgraph, uid
 from tests.offload_agents import offload
 from tests.test_fork_children import family
 from tests.test_fork_refs import chain
+from tests.waits_agents import approvals
 from tether import Budget, Runtime, Status, Store, store_from_url
 from tether.blobs import LocalBlobStore
 from tether.errors import BadTlog, ImportConflict, RunExists
@@ -181,7 +182,10 @@ async def test_blobs_travel_with_the_file_and_land_in_the_new_blob_store(
 # -- refusals: nothing half-imported ------------------------------------------------------
 
 
-async def _refused(store: Store, data: bytes, match: str, blobs: LocalBlobStore | None = None):  # type: ignore[no-untyped-def]
+async def _refused(
+    store: Store, data: bytes, match: str, blobs: LocalBlobStore | None = None
+) -> None:
+    """The file is refused as BadTlog matching `match`, and the store holds no run."""
     with pytest.raises(BadTlog, match=match):
         await imported(store, data, blobs)
     assert await store.runs.list() == []
@@ -307,3 +311,83 @@ async def test_a_run_that_went_on_after_its_import_is_the_same_run(
     longer = await target.log.read_all(paused.run_id)
     assert await imported(target, data) == []  # its records start with the file's
     assert await target.log.read_all(paused.run_id) == longer
+
+
+async def test_a_parked_run_is_imported_queued_parks_again_and_takes_its_event(
+    two_stores: tuple[Store, Store],
+) -> None:
+    source, target = two_stores
+    parked = await Runtime(source).start(approvals, {"n": 1}, run_id=uid("parked"))
+    assert parked.status is Status.WAITING
+    assert await imported(target, await exported(source, parked.run_id)) == [parked.run_id]
+    info = await target.runs.get(parked.run_id)
+    assert info is not None and info.status is Status.QUEUED  # a worker parks it again
+    rt = Runtime(target)
+    again = await rt.resume(parked.run_id)
+    assert (again.status, again.reason) == (Status.WAITING, "waiting for approve-0")
+    await rt.signal(parked.run_id, "approve-0", {"approve": True})
+    done = await rt.resume(parked.run_id)
+    assert done.status is Status.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    ("root", "child", "says"),
+    [
+        ("../etc", None, "run id '../etc': use letters"),
+        ("ok", "elsewhere", "run elsewhere is not named as a sub-agent run of ok"),
+        ("ok", "ok.n1", "run ok.n1: its run frame and its first record name other parents"),
+    ],
+)
+async def test_run_ids_a_caller_could_not_give_are_refused(
+    durable_store: Store, root: str, child: str | None, says: str
+) -> None:
+    first = await exported_first_record()  # a top-level run's seq 0
+    runs = [root] + ([child] if child else [])
+    out = FrameWriter()
+    frames = [out.start(), out.json_frame(HEADER, {"run_id": root, "runs": runs, "blobs": False})]
+    for run_id in runs:
+        parent = root if run_id != root else None
+        body = {"run_id": run_id, "agent": chain.name, "status": "queued", "records": 1}
+        frames += [out.json_frame(RUN, {**body, "parent_run_id": parent}), out.frame(RECORD, first)]
+    frames.append(out.end({"runs": len(runs), "records": len(runs), "blobs": 0}))
+    await _refused(durable_store, b"".join(frames), says)
+
+
+async def test_a_fork_with_a_forked_sub_agent_run_is_exported_whole(
+    two_stores: tuple[Store, Store],
+) -> None:
+    source, target = two_stores
+    runtime = Runtime(source)
+    done = await runtime.start(family, {"n": 2, "gate": None}, run_id=uid("famfork"))
+    last = len(await source.log.read_all(done.run_id)) - 2  # before its run_finished
+    fork_id = await runtime.fork(done.run_id, at_seq=last)
+    runs = await family_of(source, fork_id)
+    assert len(runs) == 2  # the fork and its forked (referenced) sub-agent run
+    assert all([await source.forks.segments(r) for r in runs])
+
+    assert sorted(await imported(target, await exported(source, fork_id))) == sorted(runs)
+    assert await family_of(target, fork_id) == runs
+    assert await target.runs.get(done.run_id) is None
+    outcome = await Runtime(target).resume(fork_id)
+    assert (outcome.status, outcome.result) == (Status.SUCCEEDED, done.result)
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_random_runs_with_sub_agent_runs_round_trip_byte_for_byte(
+    seed: int, tmp_path: Path
+) -> None:
+    async with (
+        store_from_url("memory:") as source,
+        store_from_url(f"sqlite:///{tmp_path / 'target.db'}") as target,
+    ):
+        outcome = await Runtime(source).start(
+            randomgraph, {"seed": seed * 7919, "depth": 0}, run_id=uid("rnd")
+        )
+        runs = await family_of(source, outcome.run_id)
+        data = await exported(source, outcome.run_id)
+        assert sorted(await imported(target, data)) == sorted(runs)
+        assert await family_of(target, outcome.run_id) == runs
+        assert await exported(target, outcome.run_id) != b""
+        assert await imported(target, data) == []
+        loaded = await Runtime(target).load(outcome.run_id)
+        assert loaded.status is outcome.status

@@ -10,6 +10,8 @@ from pathlib import Path
 from tests import tlog_agents
 from tests.test_cli import env
 from tether import Runtime, export_run, store_from_url
+from tether.blobs import LocalBlobStore
+from tether.records import decode_log
 from tether.tlog import check_file
 
 ROOT = Path(__file__).parent.parent
@@ -83,3 +85,22 @@ async def test_the_command_reports_one_line_per_file_and_fails_on_any(tmp_path: 
 
     missing = check(tmp_path, "tests.tlog_agents:v1", str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "nowhere: no such file or directory" in missing.stderr
+
+
+async def test_a_pending_input_kept_in_a_blob_is_checked_when_the_file_holds_it(
+    tmp_path: Path,
+) -> None:
+    blobs = LocalBlobStore(tmp_path / "blobs")
+    async with store_from_url("memory:") as store:
+        rt = Runtime(store, blobs=blobs, offload_threshold=50)
+        run_id = await rt.submit(tlog_agents.v1, {"q": 7, "pad": "x" * 200})
+        records = decode_log(run_id, await store.log.read_all(run_id))
+        assert records[0].run_started.roots[0].input.WhichOneof("kind") == "blob"
+        with_blobs = b"".join([c async for c in export_run(store, run_id, blobs=blobs)])
+        without = b"".join([c async for c in export_run(store, run_id)])
+    (tmp_path / "with.tlog").write_bytes(with_blobs)
+    (tmp_path / "without.tlog").write_bytes(without)
+    [problem] = (await check_file(tlog_agents.v3, tmp_path / "with.tlog")).problems
+    assert problem.what == "input" and "node root (plan)" in problem.detail
+    # Without its blobs the file cannot say what the input is: that input is not checked.
+    assert (await check_file(tlog_agents.v3, tmp_path / "without.tlog")).ok

@@ -163,7 +163,7 @@ class TetherClient:
         before_node: str | None = None,
         set_outputs: dict[str, Any] | None = None,
         set_inputs: dict[str, Any] | None = None,
-        budget: dict[str, float] | None = None,
+        budget: dict[str, float | str] | None = None,
     ) -> dict[str, Any]:
         """A new queued run whose history is the run's records up to `at_seq` (or before
         `before_node` was recorded), with `set_outputs` replacing recorded outputs and

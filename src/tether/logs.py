@@ -23,10 +23,19 @@ OWNER: ContextVar[str | None] = ContextVar("tether_owner", default=None)
 EPOCH: ContextVar[int | None] = ContextVar("tether_epoch", default=None)
 FORMATS = ("text", "json")
 _TEXT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
-# HTTP libraries that log a line per request (the model SDKs' httpx and httpcore, the
-# SDKs themselves, uvicorn's access log): at the default level they would drown what a
-# worker or server says about runs, so they speak only from WARNING unless DEBUG is asked.
-NOISY = ("httpx", "httpcore", "openai", "anthropic", "uvicorn.access")
+# HTTP libraries that log a line per request (the model SDKs' httpx and httpcore, or their
+# successors httpx2 and httpcore2 that newer SDKs use, the SDKs themselves, uvicorn's
+# access log): at the default level they would drown what a worker or server says about
+# runs, so they speak only from WARNING unless DEBUG is asked.
+NOISY = (
+    "httpx",
+    "httpcore",
+    "httpx2",
+    "httpcore2",
+    "openai",
+    "anthropic",
+    "uvicorn.access",
+)
 # Fields a log call may also pass in `extra=`, which win over the context.
 _FIELDS = ("run_id", "node_id", "owner", "epoch")
 

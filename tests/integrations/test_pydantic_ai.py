@@ -302,3 +302,18 @@ async def test_tools_that_need_approval_wait_durably_for_a_person(
     assert done.result["content"] == ("Done: deleted /tmp/a | not run: rejected (never touch /etc)")
     # The model was asked twice in all: once before the approvals, once after.
     assert [r.turn_index for r in models.requests] == [0, 1]
+
+
+async def test_model_requests_take_from_the_models_shared_rate_limit(
+    store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    from tether.inspect import rate_wait_ms
+    from tether.store.rates import RateLimit
+
+    # One request a second for the model, by its name (no id given): the 2nd waits.
+    await store.rates.set(RateLimit("script:forecaster", requests=1, per=1.0))
+    outcome = await weather_agent(client).run("Weather?", runtime=Runtime(store))
+    assert outcome.status is Status.SUCCEEDED, outcome.reason
+    assert rate_wait_ms(outcome.graph) > 500
+    times = sorted(r.at for r in models.requests)
+    assert len(times) == 2 and times[1] - times[0] >= 0.9

@@ -8,12 +8,14 @@ from pathlib import Path
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver, WebElement
+from selenium.webdriver.support.ui import Select
 
 from tests.server.agents import chain_input
-from tests.server.kit import CHAIN, FILES, FORGER, TOKEN, ServerProcess
+from tests.server.kit import CHAIN, FILES, FORGER, TOKEN, ServerProcess, start_server
 from tests.server.test_console import finish, listed, on_node, server, sign_in, until, wait_page
 from tests.server.test_page import browser
 from tether.client import TetherClient
+from tether.store.sqlite import SqliteStore
 
 __all__ = ["browser", "server"]  # the fixtures, used by name
 
@@ -109,3 +111,34 @@ async def test_a_blob_that_is_not_an_image_is_a_download(
         link.get_attribute("href"),
     )
     assert body == "hello, blob"
+
+
+async def test_the_status_filter_tells_orphaned_runs_from_running_ones(
+    tmp_path: Path, browser: WebDriver
+) -> None:
+    db = tmp_path / "tether.db"
+    # No worker anywhere: an orphaned run stays orphaned (a worker would adopt it).
+    server = start_server(tmp_path, f"sqlite:///{db}", "--workers", "external")
+    try:
+        async with TetherClient(server.url, TOKEN) as client:
+            runs = [await client.start(CHAIN, chain_input(1, 1, 0)) for _ in "ab"]
+        dead, alive = (r["run_id"] for r in runs)
+        store = SqliteStore(db)
+        await store.open_existing()
+        try:  # owners that took them: one whose lease ran out a minute ago, one live
+            assert await store.leases.take(dead, "gone:1", -60) is not None
+            assert await store.leases.take(alive, "here:2", 600) is not None
+        finally:
+            await store.close()
+        browser.get(server.url + "/")
+        sign_in(browser, TOKEN)
+        await until(lambda: len(listed(browser)) == 2)
+        status = Select(browser.find_element(By.ID, "f-status"))
+        status.select_by_visible_text("orphaned")
+        assert await until(lambda: listed(browser) == [(dead, "top")])
+        assert cells(browser)[0][1] == "orphaned"
+        status.select_by_visible_text("running")
+        assert await until(lambda: listed(browser) == [(alive, "top")])
+        assert "status=running" in browser.current_url
+    finally:
+        assert server.stop() == 0

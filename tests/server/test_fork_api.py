@@ -39,6 +39,12 @@ async def test_fork_over_http_runs_to_the_same_result_and_names_its_source(
             if r.HasField("node_completed")
         ]
         assert len(done) == len(set(done)) == source["budget"]["used"]["nodes"]
+        # "+N": N more than the source used, as `tether fork --budget nodes=+N`.
+        more = await client.fork(run_id, at_seq=2, budget={"max_nodes": "+5", "max_cost": 2})
+        limits = (await client.get(more["run_id"]))["budget"]["limits"]
+        assert limits["max_nodes"] == source["budget"]["used"]["nodes"] + 5
+        assert limits["max_cost"] == 2
+        await wait_status(client, more["run_id"], "succeeded")
         listed = {r["run_id"]: r for r in (await client.list())["runs"]}
         assert listed[fork_id]["forked_from"] == {"run_id": run_id, "seq": 2}
         assert listed[run_id]["forked_from"] is None
@@ -52,6 +58,7 @@ async def test_fork_over_http_runs_to_the_same_result_and_names_its_source(
         ({}, 422, "bad_fork", "exactly one fork point"),
         ({"at_seq": -1}, 422, "validation", "at_seq"),
         ({"at_seq": 1, "set_outputs": {"ghost": 1}}, 422, "bad_fork", "ghost not completed"),
+        ({"at_seq": 1, "budget": {"max_nodes": "lots"}}, 422, "validation", "'lots': not a"),
     ],
 )
 async def test_bad_fork_over_http_is_refused_creating_nothing(

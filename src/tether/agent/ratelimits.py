@@ -71,13 +71,15 @@ class RateGate:
             seen = self._token_limited[id(rates)] = (now, limited)
         return seen[1]
 
-    async def wait(self, ctx: Context, estimate: Estimate) -> int | None:
+    async def wait(self, ctx: Context, estimate: Estimate | None) -> int | None:
         """Return once a call may start: the tokens it was metered for (its `estimate()`
-        when the key has a token limit, else 0), or None when the key has no limit; the
-        time waited is counted in the node's timings."""
+        when the key has a token limit, else 0; None: no estimate at all), or None when the
+        key has no limit; the time waited is counted in the node's timings."""
         rates = ctx.store.rates
         await self._store_defaults(rates)
-        tokens = estimate() if await self._meters_tokens(rates) else 0
+        tokens = 0
+        if estimate is not None and await self._meters_tokens(rates):
+            tokens = estimate()
         while True:
             wait = await rates.take(self.key, tokens)
             if not wait:
@@ -120,7 +122,7 @@ class RateGate:
         """One model call another SDK makes (an integration's): wait for the limit, call,
         then meter the tokens it `used`, or block the key on a 429. No estimate: the SDK
         builds the request, so a token limit meters the actual usage only."""
-        charged = await self.wait(ctx, lambda: 0)
+        charged = await self.wait(ctx, None)
         try:
             result = await call()
         except Exception as exc:

@@ -43,6 +43,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_core import to_jsonable_python
 
 from tether.agent.pricing import cost_of
+from tether.agent.ratelimits import RateGate
 from tether.context import Context
 from tether.core import Budget, Node, NodeResult, Retry, StepResult, Usage
 from tether.executor import Outcome
@@ -70,8 +71,24 @@ def _usage_of(operation_id: DurableOperationId, payload: object) -> Usage | None
     return Usage(tokens_in, tokens_out, cost_of(model, tokens_in, tokens_out), model_calls=1)
 
 
+def _tokens_of(operation_id: DurableOperationId) -> Callable[[object], int]:
+    """The tokens a model request's recorded response says it used."""
+
+    def tokens(payload: object) -> int:
+        usage = _usage_of(operation_id, payload)
+        return 0 if usage is None else usage.tokens_in + usage.tokens_out
+
+    return tokens
+
+
 class _StepBackend(JournalCallableOperationBackend[StepOptions]):
-    """Runs each durable unit as `ctx.step(name, ...)` of the node the run is inside."""
+    """Runs each durable unit as `ctx.step(name, ...)` of the node the run is inside; a
+    model request under the shared rate limit of `rate_key` (default: the model's id, or
+    its name)."""
+
+    def __init__(self, *, rate_key: str | None = None, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.rate_key = rate_key
 
     async def execute(
         self,
@@ -87,7 +104,12 @@ class _StepBackend(JournalCallableOperationBackend[StepOptions]):
             return await body()
 
         async def unit() -> StepResult:
-            payload = await body()
+            if isinstance(operation_id, ModelRequestId):  # under the model's shared limit
+                key = self.rate_key or operation_id.model_id or operation_id.model_name
+                gate = RateGate(key)
+                payload = await gate.metered(scope.ctx, body, _tokens_of(operation_id))
+            else:
+                payload = await body()
             return StepResult(payload, _usage_of(operation_id, payload))
 
         options = config or {}
@@ -112,11 +134,13 @@ async def _emit_tokens(run_ctx: RunContext[Any], events: AsyncIterable[AgentStre
 class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
     """Makes a pydantic-ai agent durable on tether: each model request and tool call is a step.
 
-    `model`, `tool` and `mcp` are the step options (retry policy, timeout) of model requests,
-    function tool calls and MCP server calls; a tool's own `metadata={"tether": {...}}`
-    overrides them. With `stream_tokens=True` model requests stream, and their text reaches
-    tether's ephemeral event stream as it comes (`token` events, never logged); pydantic-ai
-    then also journals each tool event as a step of its own.
+    `model`, `tool` and `mcp` are the step options (retry policy, timeout) of model
+    requests, function tool calls and MCP server calls (model requests take from the shared
+    model rate limit of `rate_key`, by default the model's id or name); a tool's own
+    `metadata={"tether": {...}}` overrides them. With `stream_tokens=True` model requests
+    stream, and their text reaches tether's ephemeral event stream as it comes (`token`
+    events, never logged); pydantic-ai then also journals each tool event as a step of its
+    own.
     """
 
     engine_spec = DurabilityEngineSpec(
@@ -145,8 +169,12 @@ class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
         tool: StepOptions | None = None,
         mcp: StepOptions | None = None,
         stream_tokens: bool = False,
+        rate_key: str | None = None,
     ) -> None:
         super().__init__(name=name, event_stream_handler=_emit_tokens if stream_tokens else None)
+        # The shared model rate limit its model requests take from (`tether limits set
+        # --model`); default: the model's id, or its name (e.g. "gpt-4.1").
+        self._rate_key = rate_key
         self._model_options: StepOptions = model or {}
         self._tool_options: StepOptions = tool or {}
         self._mcp_options: StepOptions = mcp or {}
@@ -177,6 +205,7 @@ class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
 
     def get_durable_operation_backend(self) -> _StepBackend:
         return _StepBackend(
+            rate_key=self._rate_key,
             agent_name=self.name,
             default_model_id=self.default_model_id,
             config=RoleBasedOperationConfig(

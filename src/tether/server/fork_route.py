@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.records import budget_of
+from tether.budgets import apply_change
 from tether.server.listing import urls
 from tether.server.request import run_id_of, server_of
 from tether.server.schemas import ForkRun, parse_body
@@ -22,9 +20,8 @@ async def fork_run(request: Request) -> Response:
     run_id = run_id_of(request)
     body = parse_body(ForkRun, await request.body(), limit=server.limits.max_body_bytes)
     budget = None
-    if body.budget is not None:  # the fields given replace the source's current limits
-        limits = budget_of((await server.runtime.load(run_id)).limits)
-        budget = replace(limits, **body.budget.given())  # type: ignore[arg-type]
+    if body.budget is not None:  # on the source's current limits and usage, as the CLI's
+        budget = apply_change(body.budget.change(), await server.runtime.load(run_id))
     fork_id = await server.runtime.fork(
         run_id,
         at_seq=body.at_seq,

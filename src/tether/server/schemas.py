@@ -47,9 +47,9 @@ class BudgetIn(BaseModel):
         return Budget(**self.given())  # type: ignore[arg-type]
 
 
-class ResumeBudgetIn(BaseModel):
-    """Limits to resume with: a number replaces one (0: none), `"+N"` is N more than the
-    run used so far (as `tether resume --budget nodes=+2`); fields left out are kept."""
+class BudgetChangeIn(BaseModel):
+    """New limits for a resume or a fork: a number replaces one (0: none), `"+N"` is N more
+    than the run used so far (as `--budget nodes=+2` in the CLI); fields left out are kept."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -128,7 +128,7 @@ class ResumeRun(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    budget: ResumeBudgetIn | None = Field(
+    budget: BudgetChangeIn | None = Field(
         default=None,
         description='new limits, or "+N" for N more than used so far; fields left out keep '
         "the run's current ones",
@@ -163,8 +163,10 @@ class ForkRun(BaseModel):
     set_inputs: dict[str, Any] | None = Field(
         default=None, description="node id -> input replacing that of a node pending there"
     )
-    budget: BudgetIn | None = Field(
-        default=None, description="new limits; fields left out keep the source's ones"
+    budget: BudgetChangeIn | None = Field(
+        default=None,
+        description='new limits, or "+N" for N more than the source used so far; fields '
+        "left out keep the source's ones",
     )
 
 

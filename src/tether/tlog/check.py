@@ -13,11 +13,14 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tether.compat import Problem, check_run
 from tether.errors import BadTlog
+from tether.records import Value, load_json
 from tether.registry import Registry
 from tether.tlog.load import Tlog, read_tlog
+from tether.values import ValueCodec
 
 CHUNK = 1 << 20
 
@@ -35,6 +38,21 @@ class FileCheck:
     @property
     def ok(self) -> bool:
         return self.undecodable is None and not self.problems
+
+
+class _FileCodec(ValueCodec):
+    """Decodes values whose bytes the file holds (exported with its blobs): a pending
+    input kept in a blob is checked too. One the file lacks, or a sealed one, is not read
+    (`check_run` leaves it out)."""
+
+    def __init__(self, tlog: Tlog) -> None:
+        super().__init__(None)
+        self._blobs = tlog.blobs
+
+    async def decode(self, value: Value) -> Any:
+        if value.WhichOneof("kind") == "blob" and value.blob.sha256 in self._blobs:
+            return load_json(self._blobs[value.blob.sha256])
+        return await super().decode(value)
 
 
 async def file_chunks(path: str | Path) -> AsyncIterator[bytes]:
@@ -85,5 +103,5 @@ async def check_tlog(registry: Registry, tlog: Tlog, path: str) -> FileCheck:
             continue
         pending += graph.pending
         mine = registry if graph.agent == registry.name else None
-        problems += await check_run(mine, graph, version=False)
+        problems += await check_run(mine, graph, codec=_FileCodec(tlog), version=False)
     return FileCheck(path, len(tlog.runs), pending, problems=problems)

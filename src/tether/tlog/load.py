@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.blobs import BlobStore
-from tether.errors import BadTlog, CorruptRecord, ImportConflict, RunExists
+from tether.errors import BadRunId, BadTlog, CorruptRecord, ImportConflict, RunExists
 from tether.graph import Graph, GraphError
+from tether.ids import parent_node_of
+from tether.inputs import check_run_id
 from tether.records import blob_refs, copy_of, decode_log, encode
 from tether.status import Status
 from tether.store.base import RunInfo, Store
@@ -195,11 +197,19 @@ def _check_family(source: str, header: dict[str, Any], runs: Sequence[TlogRun]) 
         raise BadTlog(source, "its header's runs differ from the runs it holds")
     if runs[0].info.parent_run_id:
         raise BadTlog(source, f"its first run {ids[0]} is a sub-agent run")
+    try:
+        check_run_id(ids[0])  # what a caller could have named it; children derive from it
+    except BadRunId as exc:
+        raise BadTlog(source, str(exc)) from None
     seen: set[str] = set()
     for run in runs:
         parent = run.info.parent_run_id
         if run is not runs[0] and parent not in seen:
             raise BadTlog(source, f"run {run.info.run_id}'s parent {parent} is not before it")
+        if parent and parent_node_of(run.info.run_id, parent) is None:
+            raise BadTlog(
+                source, f"run {run.info.run_id} is not named as a sub-agent run of {parent}"
+            )
         if run.info.run_id in seen:
             raise BadTlog(source, f"run {run.info.run_id} appears twice")
         seen.add(run.info.run_id)
@@ -220,6 +230,11 @@ def _replay(source: str, run: TlogRun) -> Graph:
             graph.apply(record, checked=True)
     except CorruptRecord as exc:
         raise BadTlog(source, str(exc)) from None
+    started = graph.started
+    if started is None or (started.parent_run_id or None) != run.info.parent_run_id:
+        raise BadTlog(
+            source, f"run {run_id}: its run frame and its first record name other parents"
+        )
     return graph
 
 
