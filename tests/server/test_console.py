@@ -5,13 +5,14 @@ the unknown-run page, and the cancel and resume buttons."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -75,16 +76,19 @@ async def until_paused(client: TetherClient, run_id: str) -> None:
             await asyncio.sleep(0.05)  # polling the API: there is no event to wait on
 
 
-def on_node(driver: WebDriver, kind: str, act: Any) -> None:
-    """Find the graph's node of `kind` and act on it; the graph redraws as records arrive,
-    so an element found a moment ago may be gone: find it again."""
-    for _ in range(50):
+def on_node(driver: WebDriver, kind: str, act: Any, within: float = 30) -> None:
+    """Find the graph's node of `kind` and act on it. The graph is drawn after the page's
+    state changes and redraws as records arrive, so the node may not be there yet, or an
+    element found a moment ago may be gone: look again until `within` seconds pass."""
+    deadline = time.monotonic() + within
+    while True:
         try:
             act(driver.find_element(By.CSS_SELECTOR, f'#graph g.node[aria-label^="{kind}"]'))
             return
-        except StaleElementReferenceException:
-            continue
-    raise AssertionError(f"the {kind} node kept being redrawn")
+        except (StaleElementReferenceException, NoSuchElementException):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {kind} node in the graph after {within:g} s") from None
+            time.sleep(0.05)  # polling a browser: there is no event to wait on
 
 
 def listed(driver: WebDriver) -> list[tuple[str, str]]:

@@ -83,7 +83,14 @@ class PostgresLog(LogStore):
         """One run's append in one statement; the rows it inserted (0: nothing landed)."""
         async with self._lanes.connection() as conn:
             try:
-                if epoch is None:
+                if len(seqs) == 1:  # a node's record: a VALUES row, cheaper than unnest
+                    if epoch is None:
+                        status = await conn.execute(Q["append_one"], run_id, seqs[0], records[0])
+                    else:
+                        status = await conn.execute(
+                            Q["append_one_fenced"], run_id, seqs[0], records[0], epoch
+                        )
+                elif epoch is None:
                     status = await conn.execute(Q["append"], run_id, seqs, records)
                 else:
                     status = await conn.execute(Q["append_fenced"], run_id, seqs, records, epoch)

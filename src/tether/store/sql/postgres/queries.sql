@@ -18,6 +18,20 @@ FROM unnest($2::bigint[], $3::bytea[]) AS e(seq, record),
 ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
 WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 
+-- name: append_one
+-- `append` for one record: a VALUES row instead of unnest, which the server plans and runs
+-- ~20 us faster (most appends carry one node's record).
+INSERT INTO run_log (run_id, seq, record) VALUES ($1, $2, $3)
+ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
+WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
+
+-- name: append_one_fenced
+-- `append_fenced` for one record.
+INSERT INTO run_log (run_id, seq, record)
+SELECT $1, $2, $3 FROM (SELECT 1 FROM runs WHERE run_id = $1 AND epoch = $4 FOR SHARE) AS fence
+ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
+WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
+
 -- name: append_group
 -- The appends of several runs in one statement (group commit): rows $1/$2/$3 (run, seq,
 -- record); runs in $4 are unfenced, runs in $5 only while their epoch is still $6 (FOR
