@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -83,3 +84,47 @@ def test_records_that_do_not_fit_are_refused_before_anything_changes(
     with pytest.raises(GraphError, match=message):
         g.apply(bad)
     assert (list(g.nodes), list(g.ready), g.order, g.next_seq) == before
+
+
+def _used(spec: r.NodeSpec, *spawned: r.NodeSpec, cost: float) -> r.Record:
+    record = _done(spec, *spawned, tokens=1)
+    record.node_completed.used.cost = cost
+    record.node_completed.used.model_calls = 1
+    return record
+
+
+def test_budget_totals_read_after_a_replay_equal_those_read_after_each_record() -> None:
+    # The totals are summed when read: a replay read once at the end and a run read after
+    # every record give the same numbers, the float cost summed in record order (the costs
+    # are chosen so that summing the step's cost last would give another total).
+    chain = [_spec("a")] + [_spec(f"n{i}", "a" if i == 0 else f"n{i - 1}") for i in range(30)]
+    costs = [0.1, 1e-17, 0.7, 1e16, 3.0, -1e16] * 5
+    step = r.step_recorded(
+        "n3",
+        0,
+        "s",
+        output=r.json_value(None),
+        used=r.BudgetUsed(cost=1.0),
+        attempt=1,
+        started_at_us=1,
+    )
+    log = [_started(chain[0])]
+    for i, (spec, successor) in enumerate(itertools.pairwise(chain)):
+        log.append(_used(spec, successor, cost=costs[i]))
+        if spec.node_id == "n2":
+            log.append(step)  # n3 is running: its step is recorded before it completes
+    eager, lazy = Graph("run"), Graph("run")
+    calls = []
+    for record in log:
+        eager.apply(record)
+        lazy.apply(record)
+        calls.append(eager.model_calls)  # read after each record
+    assert calls == [0, 1, 2, 3, 4, 4, *range(5, len(chain))]
+    in_order = step_last = 0.0
+    for c in [*costs[:4], 1.0, *costs[4:]]:
+        in_order += c
+    for c in [*costs, 1.0]:
+        step_last += c
+    assert in_order != step_last
+    assert lazy.cost == eager.cost == in_order
+    assert lazy.tokens_in == lazy.model_calls == len(chain) - 1

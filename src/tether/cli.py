@@ -58,6 +58,12 @@ def _serve_limits(srv: argparse.ArgumentParser) -> None:
         help=f"largest request body in bytes; beyond: 413 ({lim.max_body_bytes})",
     )
     limits.add_argument(
+        "--max-import",
+        type=int,
+        default=lim.max_import_bytes,
+        help=f"largest .tlog file POST /v1/runs/import takes, in bytes ({lim.max_import_bytes})",
+    )
+    limits.add_argument(
         "--max-queued",
         type=int,
         default=lim.max_queued,

@@ -555,6 +555,7 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
             streams=StreamSettings(max_duration_s=args.max_stream, poll_s=args.settings.poll),
             limits=Limits(
                 max_body_bytes=args.max_body,
+                max_import_bytes=args.max_import,
                 max_queued=args.max_queued,
                 starts_per_s=args.starts_per_second,
                 start_burst=args.start_burst,

@@ -10,7 +10,6 @@ from tether.money import money
 from tether.records import (
     Body,
     BudgetLimits,
-    BudgetUsed,
     NodeCompleted,
     NodeFailed,
     NodeSpec,
@@ -117,10 +116,14 @@ class Graph:
         self.ready: dict[str, None] = {}
         self._waiters: dict[str, list[str]] = {}
         self.limits = BudgetLimits()
-        self.tokens_in = 0
-        self.tokens_out = 0
-        self.cost = 0.0
-        self.model_calls = 0
+        # Budget totals are summed when first read: a replay nobody asks the totals of (a
+        # load to show a graph, a resume without token, cost or turn limits) then skips
+        # four field reads a record. Summed in record order: the same float cost as eager.
+        self._unsummed: list[NodeCompleted | StepRecorded] = []
+        self._tokens_in = 0
+        self._tokens_out = 0
+        self._cost = 0.0
+        self._model_calls = 0
         # QUEUED until RunStarted is applied; never RUNNING on a graph that is not executing
         # unless the run's last session ended without a record (a crash).
         self.status = Status.QUEUED
@@ -183,6 +186,26 @@ class Graph:
         specs = self._specs
         deadlines = [d for nid in self.open_waits if (d := specs[nid].wait.deadline_us) > 0]
         return min(deadlines, default=0)
+
+    @property
+    def tokens_in(self) -> int:
+        self._sum()
+        return self._tokens_in
+
+    @property
+    def tokens_out(self) -> int:
+        self._sum()
+        return self._tokens_out
+
+    @property
+    def cost(self) -> float:
+        self._sum()
+        return self._cost
+
+    @property
+    def model_calls(self) -> int:
+        self._sum()
+        return self._model_calls
 
     @property
     def tokens(self) -> int:
@@ -313,8 +336,7 @@ class Graph:
             del ready[nid]
         if self.open_waits and nid in self.open_waits:
             del self.open_waits[nid]
-        if nc.HasField("used"):
-            self._count(nc.used)
+        self._unsummed.append(nc)
         if nc.is_result and self.result_node is None:
             self.result_node = nid
         became: list[str] = []
@@ -353,7 +375,7 @@ class Graph:
             case "step_recorded":
                 sr = record.step_recorded
                 self._steps.setdefault(sr.node_id, {})[sr.index] = sr
-                self._count(sr.used)
+                self._unsummed.append(sr)
             case "run_paused":
                 self._close_session(at)
                 self.status, self.reason = Status.PAUSED, record.run_paused.reason
@@ -403,11 +425,18 @@ class Graph:
                     self.ready[child] = None
                     became.append(child)
 
-    def _count(self, used: BudgetUsed) -> None:
-        self.tokens_in += used.tokens_in
-        self.tokens_out += used.tokens_out
-        self.cost += used.cost
-        self.model_calls += used.model_calls
+    def _sum(self) -> None:
+        """Add what the records applied since the last read used to the budget totals."""
+        if not self._unsummed:
+            return
+        for record in self._unsummed:
+            if record.HasField("used"):
+                used = record.used
+                self._tokens_in += used.tokens_in
+                self._tokens_out += used.tokens_out
+                self._cost += used.cost
+                self._model_calls += used.model_calls
+        self._unsummed.clear()
 
     def _add(self, spawned: list[_Spawned], done: str = "") -> list[str]:
         """Add spawned nodes (`done`: the node spawning them, completed already)."""

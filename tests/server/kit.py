@@ -18,6 +18,7 @@ import tether
 from tether.blobs import BlobStore
 from tether.runtime import Runtime
 from tether.server import Launcher, StreamSettings, TetherServer
+from tether.server.limits import Limits
 from tether.server.serve import serve
 from tether.store.base import Store
 
@@ -40,6 +41,7 @@ async def running(
     streams: StreamSettings | None = None,
     workers: str = "embedded",
     lease_ttl: float = 5.0,
+    limits: Limits | None = None,
 ) -> AsyncIterator[tuple[str, TetherServer]]:
     """A server on this event loop at http://127.0.0.1:<free port>, stopped on exit."""
     for name in agents:
@@ -49,7 +51,9 @@ async def running(
         launcher = Launcher.embedded(runtime, lease_ttl=lease_ttl)
     else:
         launcher = Launcher(runtime, lease_ttl=lease_ttl)
-    server = TetherServer(store, launcher, token=TOKEN, blobs=blobs, agents=agents, streams=streams)
+    server = TetherServer(
+        store, launcher, token=TOKEN, blobs=blobs, agents=agents, streams=streams, limits=limits
+    )
     stop = asyncio.Event()
     url: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(serve(server, "127.0.0.1", 0, on_ready=url.set_result, stop=stop))

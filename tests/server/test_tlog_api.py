@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.agents import chain_input
+from tests.server.agents import chain, chain_input
 from tests.server.kit import CHAIN, TOKEN, running
-from tether import store_from_url
+from tether import Runtime, export_run, store_from_url
 from tether.blobs import LocalBlobStore
 from tether.client import ApiError, TetherClient
+from tether.server.limits import Limits
 from tether.store.base import Store
 
 from .test_api import wait_status
@@ -51,3 +52,23 @@ async def test_a_run_exported_over_http_imports_into_another_server_once(
                 await client.import_tlog(data[:-3])
             assert (bad.value.status, bad.value.kind) == (422, "bad_tlog")
             assert "the request body: not imported: truncated" in str(bad.value)
+
+
+async def test_an_import_has_its_own_body_limit(durable_store: Store, tmp_path: Path) -> None:
+    async with store_from_url("memory:") as source:
+        rt = Runtime(source)
+        run_id = (await rt.start(chain, chain_input(40, 2, 0))).run_id
+        data = b"".join([c async for c in export_run(source, run_id)])
+    assert len(data) > 2000
+    small = Limits(max_body_bytes=2000, max_import_bytes=len(data))
+    async with (
+        running(durable_store, limits=small) as (url, _),
+        TetherClient(url, TOKEN) as client,
+    ):
+        assert (await client.import_tlog(data))["created"][0] == run_id  # over max_body
+        with pytest.raises(ApiError) as big:
+            await client.import_tlog(data + b"x")
+        assert big.value.status == 413
+        with pytest.raises(ApiError) as body:  # every other route keeps max_body
+            await client.start(CHAIN, {"pad": "x" * 3000})
+        assert body.value.status == 413

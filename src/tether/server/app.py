@@ -68,7 +68,11 @@ class TetherServer:
             # and a body is bounded before anything reads it.
             middleware=[
                 Middleware(SecurityHeaders),
-                Middleware(BodyLimit, limit=self.limits.max_body_bytes),
+                Middleware(
+                    BodyLimit,
+                    limit=self.limits.max_body_bytes,
+                    by_path={"/v1/runs/import": self.limits.max_import_bytes},
+                ),
                 Middleware(BearerAuth, token=token, sessions=self.sessions),
             ],
             lifespan=self._lifespan,

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -25,6 +26,8 @@ class Limits:
     """The server's caps; docs/guides/serving.md documents each default."""
 
     max_body_bytes: int = MAX_BODY_BYTES
+    # A `.tlog` file posted to /v1/runs/import (a 5,000-node run is about 1.5 MB).
+    max_import_bytes: int = 64 << 20
     # Runs waiting for a worker; beyond it a start is refused (429) until workers catch up.
     max_queued: int = 1000
     # Sustained starts per second per API token, with bursts of `start_burst`.
@@ -38,21 +41,24 @@ class BodyTooLarge(BadRequest):
 
 
 class BodyLimit:
-    """ASGI middleware: 413 for a body over `limit`, decided before or while reading it."""
+    """ASGI middleware: 413 for a body over `limit` (or the limit `by_path` gives the
+    request's path), decided before or while reading it."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, by_path: Mapping[str, int] | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.by_path = dict(by_path or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.by_path.get(scope["path"], self.limit)
         declared = _content_length(scope)
-        if declared is not None and declared > self.limit:
+        if declared is not None and declared > limit:
             # Answer without reading a byte; uvicorn then closes the connection rather
             # than drain a body nobody wants.
-            await _send_413(send, self.limit)
+            await _send_413(send, limit)
             return
         seen = 0
 
@@ -61,8 +67,8 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise BodyTooLarge(self.limit)  # the route's error handler answers 413
+                if seen > limit:
+                    raise BodyTooLarge(limit)  # the route's error handler answers 413
             return message
 
         await self.app(scope, counted, send)

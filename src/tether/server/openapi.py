@@ -368,7 +368,7 @@ def document() -> dict[str, Any]:
              "422": _err("the file is truncated, damaged, of a newer format, or holds a blob "
                          "whose bytes do not match its hash; the message says which"),
              "409": _err("this store holds a different run under one of the file's ids"),
-             "413": _err("the file is over the server's body limit")},
+             "413": _err("the file is over the server's import limit (`--max-import`)")},
             # Any content type is read as the file; octet-stream is what fuzzers can send.
             requestBody={"required": True, "content": {
                 "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
