@@ -93,3 +93,34 @@ async def test_a_small_key_and_a_high_priority_are_not_starved_by_a_big_key(
         assert max(finished[r] for r in small) < big_done[15]
     finally:
         await store.close()
+
+
+async def test_one_worker_one_slot_claims_by_priority_then_keys_in_turns(
+    fresh_pg_database: str,
+) -> None:
+    url = fresh_pg_database
+    store = store_from_url(url)
+    await store.open()
+    try:
+        rt = Runtime(store)
+        big = [await rt.submit(AGENT, 0.02, key="big") for _ in range(4)]
+        small = [await rt.submit(AGENT, 0.02, key="small") for _ in range(2)]
+        urgent = await rt.submit(AGENT, 0.02, key="big", priority=9)
+        [worker] = await start_workers(url, 1, "--concurrency", "1")
+        async with asyncio.timeout(60):
+            while (await store.runs.count_by_status()).get(Status.SUCCEEDED, 0) < 7:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+        worker.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(worker.wait(), 60) == 0
+        # One slot: the order they finished in is the order they were claimed in. The urgent
+        # run first; then the keys alternate, the one served longest ago first (small had
+        # never been served when big's urgent run finished).
+        finished = {}
+        for run_id in [*big, *small, urgent]:
+            info = await store.runs.get(run_id)
+            assert info is not None
+            finished[run_id] = info.updated_at
+        order = sorted(finished, key=finished.__getitem__)
+        assert order == [urgent, small[0], big[0], small[1], big[1], big[2], big[3]]
+    finally:
+        await store.close()

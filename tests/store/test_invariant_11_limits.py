@@ -173,3 +173,16 @@ def test_a_bad_limit_is_refused_with_what_was_wrong(
 ) -> None:
     with pytest.raises(BadLimit, match=message):
         ConcurrencyLimit("a", **kwargs)  # type: ignore[arg-type]
+
+
+async def test_keys_alternate_even_one_slot_at_a_time(store: Store) -> None:
+    for i in range(4):
+        await add(store, f"big{i}", "big")
+    for i in range(2):
+        await add(store, f"small{i}", "small")
+    order = []
+    while got := await store.leases.claim("w", 1, 30.0):
+        order.append(got[0].run_id)
+        # Finished before the next claim: no slot is held, the key served longest ago wins.
+        assert await store.leases.release(got[0].run_id, got[0].epoch, Status.SUCCEEDED)
+    assert order == ["big0", "small0", "big1", "small1", "big2", "big3"]

@@ -8,8 +8,9 @@ is live: a crashed worker's run frees its slot when its lease runs out.
 The claim's rule, the same on every backend (the SQL stores write it as one statement,
 `claim_order` below is it for the memory store): runnable runs go in order of priority
 (highest first) and, within a priority, in turns over the keys: the first run of every
-key, then the second of every key, ... (a key's live slots count as turns it has had), so
-a key with 10,000 queued runs does not starve one with 10. A key's n-th runnable run (in
+key, then the second of every key, ... (a key's live slots count as turns it has had, and
+within one turn the key served longest ago goes first), so a key with 10,000 queued runs
+does not starve one with 10, even one slot at a time. A key's n-th runnable run (in
 that order) may start while n plus its key's held slots is within the key's limit, and
 likewise for its agent's limit; runs that may not start are passed over, never waited for,
 so a saturated key holds no other key back.
@@ -126,10 +127,20 @@ class Candidate:
 
 
 def claim_order(
-    candidates: Iterable[Candidate], held: Mapping[tuple[str, str], int], limits: Limits
+    candidates: Iterable[Candidate],
+    held: Mapping[tuple[str, str], int],
+    limits: Limits,
+    served_at: Mapping[str, float],
 ) -> list[Candidate]:
     """The runs that may start, in the order the claim takes them (see the module's rule);
-    `held` counts the live slots by (agent, key)."""
+    `held` counts the live slots by (agent, key), `served_at` says when each key was last
+    served (its latest run taken or finished; a key never served has none)."""
+
+    def order(ct: tuple[Candidate, int]) -> tuple[int, int, bool, float, float, str]:
+        c, turn = ct
+        at = served_at.get(c.key)
+        return (-c.priority, turn, at is not None, at or 0.0, c.created_at, c.run_id)
+
     by_age = sorted(candidates, key=lambda c: (-c.priority, c.created_at, c.run_id))
     turns: dict[tuple[int, str], int] = {}
     served: dict[str, int] = {}  # a key's live slots count as turns it has had
@@ -143,7 +154,7 @@ def claim_order(
         cap = limits.of_key(c.agent, c.key)
         if cap is None or n + held.get((c.agent, c.key), 0) <= cap:
             ranked.append((c, turn))
-    ranked.sort(key=lambda ct: (-ct[0].priority, ct[1], ct[0].created_at, ct[0].run_id))
+    ranked.sort(key=order)
     running: dict[str, int] = {}
     for (agent, _), n in held.items():
         running[agent] = running.get(agent, 0) + n

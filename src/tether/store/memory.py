@@ -29,7 +29,13 @@ from tether.store.base import (
 from tether.store.forks import ForkTable, NewRun, Origin, Segment, plan_copies
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.limits import Candidate, claim_order
-from tether.store.memory_flow import MemoryLimits, MemoryRates, MemorySchedules, held_slots
+from tether.store.memory_flow import (
+    MemoryLimits,
+    MemoryRates,
+    MemorySchedules,
+    held_slots,
+    served_at,
+)
 from tether.store.retention import FINISHED, Retention, Rows
 from tether.store.workers import WorkerInfo, Workers
 
@@ -193,7 +199,8 @@ class MemoryLeases(Leases):
         limits = self._limits.current()
         order = found  # oldest first: the order while no limit, key or priority is set
         if limits.rows or any(c.key or c.priority for c in found):
-            order = claim_order(found, held_slots(self._s.runs.values(), now), limits)
+            runs = self._s.runs.values()
+            order = claim_order(found, held_slots(runs, now), limits, served_at(runs))
         claims = []
         for c in order[: max(limit, 0)]:
             info = self._s.runs[c.run_id]

@@ -70,6 +70,16 @@ def held_slots(runs: Iterable[RunInfo], now: float) -> dict[tuple[str, str], int
     return held
 
 
+def served_at(runs: Iterable[RunInfo]) -> dict[str, float]:
+    """When each key was last served: the latest update of its top-level runs past queued."""
+    at: dict[str, float] = {}
+    for r in runs:
+        if r.parent_run_id is None and r.status is not Status.QUEUED:
+            key = r.key or ""
+            at[key] = max(at.get(key, r.updated_at), r.updated_at)
+    return at
+
+
 class MemoryLimits(ConcurrencyLimits):
     def __init__(self, runs: Mapping[str, RunInfo]) -> None:
         self._rows: dict[tuple[str, str, bool], ConcurrencyLimit] = {}

@@ -30,7 +30,9 @@ _HEAD = struct.Struct(">BQ")  # a frame's kind and payload length
 MAX_FRAME = 1 << 32
 
 HEADER, RUN, RECORD, BLOB, END = (ord(c) for c in "HRLBE")
-_KINDS = {HEADER, RUN, RECORD, BLOB, END}
+# What error messages call each kind of frame.
+NAMES = {HEADER: "header", RUN: "run", RECORD: "record", BLOB: "blob", END: "end"}
+_KINDS = set(NAMES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +45,9 @@ class Frame:
         try:
             value = json.loads(self.payload)
         except ValueError as exc:
-            raise BadTlog(source, f"a {chr(self.kind)} frame is not JSON ({exc})") from None
+            raise BadTlog(source, f"its {NAMES[self.kind]} frame is not JSON ({exc})") from None
         if not isinstance(value, dict):
-            raise BadTlog(source, f"a {chr(self.kind)} frame is not a JSON object")
+            raise BadTlog(source, f"its {NAMES[self.kind]} frame is not a JSON object")
         return value
 
 
@@ -97,7 +99,7 @@ async def read_frames(source: str, chunks: AsyncIterable[bytes]) -> AsyncIterato
             raise BadTlog(source, f"frame kind {kind:#04x} is unknown (damaged file?)")
         if length > MAX_FRAME:
             raise BadTlog(source, f"a frame claims {length} bytes (damaged file?)")
-        frame = Frame(kind, await reader.take(length, f"a {chr(kind)} frame"))
+        frame = Frame(kind, await reader.take(length, f"a {NAMES[kind]} frame"))
         if kind != END:
             yield frame
             continue

@@ -26,7 +26,7 @@ from tether.records import blob_refs, copy_of, decode_log, encode
 from tether.status import Status
 from tether.store.base import RunInfo, Store
 from tether.store.forks import NewRun, Origin
-from tether.tlog.format import BLOB, END, HEADER, RECORD, RUN, Frame, read_frames
+from tether.tlog.format import BLOB, END, HEADER, NAMES, RECORD, RUN, Frame, read_frames
 
 
 @dataclass(slots=True)
@@ -89,7 +89,7 @@ async def read_tlog(source: str, chunks: AsyncIterable[bytes]) -> Tlog:
         elif frame.kind == END:
             end = frame.json(source)
         else:
-            raise BadTlog(source, f"a second {chr(frame.kind)} frame")
+            raise BadTlog(source, f"a second {NAMES[frame.kind]} frame")
     assert header is not None  # read_frames ends with an end frame, after some frame
     _close_run(source, runs)
     records = sum(len(r.rows) for r in runs)

@@ -75,6 +75,14 @@ WITH cand AS (
     SELECT ckey, sum(n) AS n FROM held GROUP BY ckey
 ), agent_held AS (
     SELECT agent, sum(n) AS n FROM held GROUP BY agent
+), served_at AS (
+    -- When each key was last served (its latest run taken or finished, through
+    -- runs_served_idx): within a turn the key served longest ago goes first, so keys
+    -- alternate even one slot at a time.
+    SELECT k.ckey, (SELECT max(r.updated_at) FROM runs r
+                    WHERE r.parent_run_id IS NULL AND r.status <> 'queued'
+                      AND r.concurrency_key = k.ckey COLLATE "default") AS at
+    FROM (SELECT DISTINCT ckey FROM cand) AS k
 ), ranked AS (
     SELECT c.*,
            row_number() OVER (PARTITION BY c.priority, c.ckey
@@ -83,8 +91,9 @@ WITH cand AS (
            row_number() OVER (PARTITION BY c.agent, c.ckey
                               ORDER BY c.priority DESC, c.created_at, c.run_id)
              + coalesce(h.n, 0) AS key_slot,
-           coalesce(own.max_running, each.max_running) AS key_cap
+           coalesce(own.max_running, each.max_running) AS key_cap, sa.at AS served_at
     FROM cand c
+    LEFT JOIN served_at sa ON sa.ckey = c.ckey
     LEFT JOIN held h ON h.agent = c.agent AND h.ckey = c.ckey
     LEFT JOIN served s ON s.ckey = c.ckey
     LEFT JOIN run_limits own ON c.ckey <> '' AND own.agent = c.agent
@@ -94,7 +103,8 @@ WITH cand AS (
 ), key_ok AS (
     SELECT r.*,
            row_number() OVER (PARTITION BY r.agent
-                              ORDER BY r.priority DESC, r.turn, r.created_at, r.run_id)
+                              ORDER BY r.priority DESC, r.turn, r.served_at NULLS FIRST,
+                                       r.created_at, r.run_id)
              + coalesce(a.n, 0) AS agent_slot,
            whole.max_running AS agent_cap
     FROM ranked r
@@ -104,12 +114,12 @@ WITH cand AS (
     WHERE r.key_cap IS NULL OR r.key_slot <= r.key_cap
 ), first AS (
     -- The first few in order: the rows locked below (SKIP LOCKED passes over some).
-    SELECT run_id, priority, turn, created_at FROM key_ok
+    SELECT run_id, priority, turn, served_at, created_at FROM key_ok
     WHERE agent_cap IS NULL OR agent_slot <= agent_cap
-    ORDER BY priority DESC, turn, created_at, run_id
+    ORDER BY priority DESC, turn, served_at NULLS FIRST, created_at, run_id
     LIMIT $2 + 32
 ), picked AS (
-    SELECT runs.run_id, k.priority, k.turn, k.created_at FROM runs
+    SELECT runs.run_id, k.priority, k.turn, k.served_at, k.created_at FROM runs
     JOIN first k ON k.run_id = runs.run_id
     WHERE runs.parent_run_id IS NULL
       AND (runs.status = 'queued'
@@ -120,7 +130,7 @@ WITH cand AS (
                AND runs.lease_until < extract(epoch FROM clock_timestamp()))
            OR (runs.status = 'waiting'
                AND runs.wake_at <= extract(epoch FROM clock_timestamp())))
-    ORDER BY k.priority DESC, k.turn, k.created_at, k.run_id
+    ORDER BY k.priority DESC, k.turn, k.served_at NULLS FIRST, k.created_at, k.run_id
     LIMIT $2
     FOR UPDATE OF runs SKIP LOCKED
 ), claimed AS (
@@ -129,7 +139,7 @@ WITH cand AS (
            updated_at = extract(epoch FROM clock_timestamp())
     FROM picked WHERE runs.run_id = picked.run_id
     RETURNING runs.run_id, runs.epoch, runs.cancel_requested,
-              picked.priority, picked.turn, picked.created_at
+              picked.priority, picked.turn, picked.served_at, picked.created_at
 )
 SELECT run_id, epoch, cancel_requested FROM claimed
-ORDER BY priority DESC, turn, created_at, run_id;
+ORDER BY priority DESC, turn, served_at NULLS FIRST, created_at, run_id;

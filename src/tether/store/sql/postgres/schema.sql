@@ -123,3 +123,7 @@ CREATE TABLE run_limits (
     max_running integer NOT NULL CHECK (max_running > 0),
     PRIMARY KEY (agent, concurrency_key, each_key)
 );
+
+-- Fair turns: when each concurrency key was last served (see migrations/0011_served.sql).
+CREATE INDEX runs_served_idx ON runs (concurrency_key, updated_at)
+    WHERE parent_run_id IS NULL AND status <> 'queued';

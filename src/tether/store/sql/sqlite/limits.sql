@@ -62,6 +62,13 @@ WITH cand AS (
     SELECT ckey, sum(n) AS n FROM held GROUP BY ckey
 ), agent_held AS (
     SELECT agent, sum(n) AS n FROM held GROUP BY agent
+), served_at AS (
+    -- When each key was last served (its latest run taken or finished, through
+    -- runs_served_idx): within a turn the key served longest ago goes first.
+    SELECT k.ckey, (SELECT max(r.updated_at) FROM runs r
+                    WHERE r.parent_run_id IS NULL AND r.status <> 'queued'
+                      AND r.concurrency_key = k.ckey) AS at
+    FROM (SELECT DISTINCT ckey FROM cand) AS k
 ), ranked AS (
     SELECT c.*,
            row_number() OVER (PARTITION BY c.priority, c.ckey
@@ -70,8 +77,9 @@ WITH cand AS (
            row_number() OVER (PARTITION BY c.agent, c.ckey
                               ORDER BY c.priority DESC, c.created_at, c.run_id)
              + coalesce(h.n, 0) AS key_slot,
-           coalesce(own.max_running, each.max_running) AS key_cap
+           coalesce(own.max_running, each.max_running) AS key_cap, sa.at AS served_at
     FROM cand c
+    LEFT JOIN served_at sa ON sa.ckey = c.ckey
     LEFT JOIN held h ON h.agent = c.agent AND h.ckey = c.ckey
     LEFT JOIN served s ON s.ckey = c.ckey
     LEFT JOIN run_limits own ON c.ckey <> '' AND own.agent = c.agent
@@ -81,7 +89,8 @@ WITH cand AS (
 ), key_ok AS (
     SELECT r.*,
            row_number() OVER (PARTITION BY r.agent
-                              ORDER BY r.priority DESC, r.turn, r.created_at, r.run_id)
+                              ORDER BY r.priority DESC, r.turn, r.served_at NULLS FIRST,
+                                       r.created_at, r.run_id)
              + coalesce(a.n, 0) AS agent_slot,
            whole.max_running AS agent_cap
     FROM ranked r
@@ -92,7 +101,7 @@ WITH cand AS (
 )
 SELECT run_id FROM key_ok
 WHERE agent_cap IS NULL OR agent_slot <= agent_cap
-ORDER BY priority DESC, turn, created_at, run_id
+ORDER BY priority DESC, turn, served_at NULLS FIRST, created_at, run_id
 LIMIT :limit;
 
 -- name: claim_picked
