@@ -102,28 +102,29 @@ async def _execute(
 async def _execute_with(
     runtime: Runtime, args: argparse.Namespace, go: Callable[[Runtime], Awaitable[Outcome]]
 ) -> int:
-    from rich.live import Live
-
-    from tether.display import Progress, budget_line, graph_tree
-
     store = runtime.store
     _drain_on_signals(runtime)
     if getattr(args, "stop_after", None):
         _kill_after(runtime, args.stop_after)
-    progress = Progress(runtime)
 
     def announce(run_id: str, seq: int, record: Record) -> None:
         if record.HasField("run_started") and not record.run_started.parent_run_id:
             console.print(f"run [bold]{run_id}[/] started")
 
     runtime.events.on_record(announce)
-    live: Any = (
-        contextlib.nullcontext()
-        if args.quiet
-        else Live(progress, console=console, refresh_per_second=8, transient=True)
-    )
+    live: Any = contextlib.nullcontext()
+    if not args.quiet:
+        # Imported only for the live table: `--quiet` starts the run's first node without
+        # them (a resume's recovery time) and follows no record for a table nobody sees.
+        from rich.live import Live
+
+        from tether.display import Progress
+
+        live = Live(Progress(runtime), console=console, refresh_per_second=8, transient=True)
     with live:
         outcome = await go(runtime)
+    from tether.display import budget_line, graph_tree
+
     console.print(graph_tree(outcome.graph))
     console.print(budget_line(outcome.graph))
     colour = {"succeeded": "green", "paused": "yellow", "waiting": "yellow"}.get(

@@ -85,7 +85,12 @@ def wrap_errors(where: str) -> Iterator[None]:
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
         if is_unavailable(exc):
             raise unavailable(where, exc) from exc
-        raise StoreError(f"postgresql {where}: {exc}") from exc
+        raise refused(where, exc) from exc
+
+
+def refused(where: str, exc: BaseException) -> StoreError:
+    """A statement the server (or the driver) refused, as tether's error."""
+    return StoreError(f"postgresql {where}: {exc}")
 
 
 @contextmanager

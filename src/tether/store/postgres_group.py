@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from tether.store.postgres_db import is_unavailable
 from tether.store.postgres_lanes import AppendLanes
 from tether.store.queries import load_queries
 
@@ -154,17 +153,13 @@ class GroupCommit:
                 epochs.append(w.epoch)
         counts: dict[str, int] | None = None
         try:
-            async with self._lanes.connection() as conn:
-                try:
-                    rows = await conn.fetch(
-                        Q["append_group"], run_ids, seqs, records, unfenced, fenced, epochs
-                    )
-                    counts = {row[0]: row[1] for row in rows}
-                except asyncpg.PostgresError as exc:
-                    if is_unavailable(exc):
-                        raise
-                    # A conflict (seq NULL), a deadlock with a claim, anything the shared
-                    # statement cannot decide for every run: each run appends alone.
+            rows = await self._lanes.fetch(
+                Q["append_group"], run_ids, seqs, records, unfenced, fenced, epochs
+            )
+            # Refused (a conflict: seq NULL; a deadlock with a claim; anything the shared
+            # statement cannot decide for every run): each run appends alone.
+            if not isinstance(rows, asyncpg.PostgresError):
+                counts = {row[0]: row[1] for row in rows}
         finally:
             # Also when the store went away or the leader was cancelled: the others then
             # learn it from their own attempt, idempotent whether or not this one landed.

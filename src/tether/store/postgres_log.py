@@ -10,7 +10,7 @@ import asyncpg
 from tether.errors import ConflictingRecord
 from tether.store.base import AppendListener, LogListener, LogStore
 from tether.store.judgement import AppendFacts, judge_append
-from tether.store.postgres_db import PgPool, rowcount
+from tether.store.postgres_db import PgPool, refused, rowcount
 from tether.store.postgres_group import GroupCommit
 from tether.store.postgres_lanes import AppendLanes
 from tether.store.postgres_listen import PostgresLogListener
@@ -81,26 +81,24 @@ class PostgresLog(LogStore):
         self, run_id: str, seqs: list[int], records: list[bytes], epoch: int | None
     ) -> int:
         """One run's append in one statement; the rows it inserted (0: nothing landed)."""
-        async with self._lanes.connection() as conn:
-            try:
-                if len(seqs) == 1:  # a node's record: a VALUES row, cheaper than unnest
-                    if epoch is None:
-                        status = await conn.execute(Q["append_one"], run_id, seqs[0], records[0])
-                    else:
-                        status = await conn.execute(
-                            Q["append_one_fenced"], run_id, seqs[0], records[0], epoch
-                        )
-                elif epoch is None:
-                    status = await conn.execute(Q["append"], run_id, seqs, records)
-                else:
-                    status = await conn.execute(Q["append_fenced"], run_id, seqs, records, epoch)
-            except asyncpg.NotNullViolationError as exc:
-                if exc.column_name != "seq":
-                    raise
-                # The statement's signal that a different record holds one of these seqs:
-                # it aborted, so nothing of this call landed.
-                return 0
-        return rowcount(status)
+        if len(seqs) != 1:
+            if epoch is None:
+                got = await self._lanes.execute(Q["append"], run_id, seqs, records)
+            else:
+                got = await self._lanes.execute(Q["append_fenced"], run_id, seqs, records, epoch)
+        elif epoch is None:  # a node's record: a VALUES row, cheaper than unnest
+            got = await self._lanes.execute(Q["append_one"], run_id, seqs[0], records[0])
+        else:
+            got = await self._lanes.execute(
+                Q["append_one_fenced"], run_id, seqs[0], records[0], epoch
+            )
+        if isinstance(got, str):
+            return rowcount(got)
+        if isinstance(got, asyncpg.NotNullViolationError) and got.column_name == "seq":
+            # The statement's signal that a different record holds one of these seqs: it
+            # aborted, so nothing of this call landed.
+            return 0
+        raise refused(self._db.where, got) from got
 
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
         rows = await self._db.fetch(Q["read"], run_id, after_seq)
