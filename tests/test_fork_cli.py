@@ -104,3 +104,21 @@ def test_show_at_a_seq_is_the_run_as_it_was_then(tmp_path: Path) -> None:
     assert "as of seq 1" in table
     past = tether(tmp_path, "show", rid, "--at", "9999", check=False)
     assert past.returncode == 2 and "there is no seq 9999" in past.stdout + past.stderr
+
+
+def test_a_relative_fork_budget_counts_from_the_fork_point(tmp_path: Path) -> None:
+    tether(tmp_path, "demo", "--quiet")
+    (source,) = run_ids(tmp_path)
+    rid = str(source["run_id"])
+    now = json.loads(tether(tmp_path, "show", rid, "--json").stdout)["budget"]
+    then = json.loads(tether(tmp_path, "show", rid, "--json", "--at", "1").stdout)["budget"]
+    assert then["used"]["nodes"] < now["used"]["nodes"]
+    out = tether(tmp_path, "fork", rid, "--at", "1", "--budget", "nodes=+1,cost=3").stdout
+    fork_id = out.splitlines()[0].strip()
+    limits = json.loads(tether(tmp_path, "show", fork_id, "--json").stdout)["budget"]["limits"]
+    assert limits["max_nodes"] == then["used"]["nodes"] + 1  # not the source's usage now + 1
+    assert limits["max_cost"] == 3
+    assert limits["max_tokens"] == then["limits"]["max_tokens"]  # kept from the fork point
+    bad = tether(tmp_path, "fork", rid, "--at", "1", "--budget", "nodes=+x", check=False)
+    assert bad.returncode != 0 and "bad --budget value in 'nodes=+x'" in bad.stderr
+    assert len(run_ids(tmp_path)) == 2

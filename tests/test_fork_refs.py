@@ -8,6 +8,7 @@ import pytest
 from tests.agents import uid
 from tests.test_fork import ANSWER, TOOL, tool_chain
 from tether import BadFork, Budget, Context, Node, NodeResult, Registry, Runtime, Spawn, Status
+from tether.budgets import parse_change
 from tether.ops.retention import delete_run, prune
 from tether.records import decode_log
 from tether.store import Store
@@ -181,3 +182,14 @@ async def test_a_bad_input_override_is_refused_storing_nothing(
     with pytest.raises(BadFork, match=message):
         await runtime.fork(source.run_id, **kwargs)
     assert await store.runs.list() == before
+
+
+async def test_a_relative_budget_counts_from_the_fork_points_usage(store: Store) -> None:
+    runtime = Runtime(store)
+    source = await runtime.start(chain, {"i": 0, "n": 30}, run_id=uid("rel"))
+    then = await runtime.load(source.run_id, at_seq=5)
+    fork_id = await runtime.fork(source.run_id, at_seq=5, budget=parse_change("nodes=+2"))
+    assert (await runtime.load(fork_id)).limits.max_nodes == then.completed_count + 2
+    outcome = await runtime.resume(fork_id)
+    assert outcome.status == Status.PAUSED
+    assert (await runtime.load(fork_id)).completed_count == then.completed_count + 2

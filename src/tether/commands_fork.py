@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tether import control
-from tether.budgets import parse_budget
+from tether.budgets import parse_change
 from tether.commands import _execute, console
 from tether.history import checkpoints
 from tether.records import decode_log
@@ -38,9 +38,8 @@ async def cmd_fork(store: Store, args: argparse.Namespace) -> int:
     inputs = parse_sets(args.input or [], "--input")
     async with open_blobs(args.settings) as blobs:  # an override may be offloaded
         runtime = new_runtime(store, args.settings, blobs=blobs)
-        budget = None
-        if args.budget:
-            budget = parse_budget(args.budget, await runtime.load(args.run_id))
+        # `+N` is counted from the fork point's usage (applied by the fork on its prefix).
+        budget = parse_change(args.budget) if args.budget else None
         fork_id = await runtime.fork(
             args.run_id,
             at_seq=args.at,

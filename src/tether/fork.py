@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, assert_never
 
+from tether.budgets import Change, apply_change
 from tether.core import Budget
 from tether.errors import BadFork, UnknownRun
 from tether.fork_children import fork_children, version_of
@@ -52,7 +53,7 @@ async def fork(
     before_node: str | None = None,
     set_outputs: Mapping[str, Any] | None = None,
     set_inputs: Mapping[str, Any] | None = None,
-    budget: Budget | None = None,
+    budget: Budget | Change | None = None,
     new_id: str | None = None,
 ) -> str:
     """Create a queued fork of `run_id` holding its records 0..`at_seq` (or those before
@@ -60,8 +61,10 @@ async def fork(
 
     `set_outputs` replaces the recorded outputs of nodes completed by then, `set_inputs`
     the inputs of nodes pending then; `budget` replaces the limits (recorded as a
-    RunResumed after the prefix, as a requeue with new limits is). UnknownRun, or BadFork
-    naming what does not fit.
+    RunResumed after the prefix, as a requeue with new limits is): a Budget as it is, a
+    change (`budgets.parse_change`) on the limits and usage of the prefix, so `+N` is N
+    more than the source had used *at the fork point* (the prefix is read for it).
+    UnknownRun, or BadFork naming what does not fit.
     """
     if (at_seq is None) == (before_node is None):
         raise BadFork("give exactly one fork point: at_seq or before_node")
@@ -78,6 +81,8 @@ async def fork(
     del head.run_started.overridden_node_ids[:]
     head.run_started.overridden_node_ids.extend(sorted({*outputs, *inputs}))
     if budget is not None:
+        if not isinstance(budget, Budget):  # relative to the fork's own past, not the source's
+            budget = apply_change(budget, await runtime.load(run_id, at_seq=seq))
         own[seq + 1] = run_resumed(runtime.owner, None, limits_of(budget))
 
     fork_id = new_id or new_run_id()

@@ -12,7 +12,7 @@ from typing import Any
 
 from tether.blobs import BlobStore
 from tether.blobs.sealed import SealedBlobStore
-from tether.budgets import refuse_spent
+from tether.budgets import Change, refuse_spent
 from tether.compat import check_run
 from tether.core import Budget, Usage
 from tether.crypto.keyring import KeyRing
@@ -160,13 +160,15 @@ class Runtime:
         before_node: str | None = None,
         set_outputs: Mapping[str, Any] | None = None,
         set_inputs: Mapping[str, Any] | None = None,
-        budget: Budget | None = None,
+        budget: Budget | Change | None = None,
     ) -> str:
         """Create a queued run whose history is `run_id`'s records up to `at_seq` (or up to
         just before `before_node` was recorded), with the outputs in `set_outputs` replacing
         those recorded and the inputs in `set_inputs` those of nodes pending there; return
         its id. Nodes pending there run again when it is taken up. The fork references the
         source's records instead of copying them: it costs a few rows however long the run.
+        `budget`: new limits, a Budget or a change (`budgets.parse_change("nodes=+2")`)
+        whose `+N` is N more than the source had used at the fork point.
 
         UnknownRun; BadFork (nothing stored) for a seq past the end or at the run's end, an
         unknown or unrecorded node, an output override of a node not completed by then, an

@@ -39,12 +39,18 @@ async def test_fork_over_http_runs_to_the_same_result_and_names_its_source(
             if r.HasField("node_completed")
         ]
         assert len(done) == len(set(done)) == source["budget"]["used"]["nodes"]
-        # "+N": N more than the source used, as `tether fork --budget nodes=+N`.
-        more = await client.fork(run_id, at_seq=2, budget={"max_nodes": "+5", "max_cost": 2})
+        # "+N": N more than the source had used at the fork point, as `tether fork --budget
+        # nodes=+N` (not N more than it has used by now).
+        then = (await client.get(run_id, at_seq=2))["budget"]["used"]["nodes"]
+        assert then < source["budget"]["used"]["nodes"]
+        rest = source["budget"]["used"]["nodes"] - then
+        more = await client.fork(run_id, at_seq=2, budget={"max_nodes": f"+{rest}", "max_cost": 2})
         limits = (await client.get(more["run_id"]))["budget"]["limits"]
-        assert limits["max_nodes"] == source["budget"]["used"]["nodes"] + 5
-        assert limits["max_cost"] == 2
-        await wait_status(client, more["run_id"], "succeeded")
+        assert (limits["max_nodes"], limits["max_cost"]) == (then + rest, 2)
+        await wait_status(client, more["run_id"], "succeeded")  # exactly enough
+        short = await client.fork(run_id, at_seq=2, budget={"max_nodes": "+1"})
+        await wait_status(client, short["run_id"], "paused")  # one more is not enough
+        assert (await client.get(short["run_id"]))["budget"]["limits"]["max_nodes"] == then + 1
         listed = {r["run_id"]: r for r in (await client.list())["runs"]}
         assert listed[fork_id]["forked_from"] == {"run_id": run_id, "seq": 2}
         assert listed[run_id]["forked_from"] is None

@@ -5,7 +5,6 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.budgets import apply_change
 from tether.server.listing import urls
 from tether.server.request import run_id_of, server_of
 from tether.server.schemas import ForkRun, parse_body
@@ -19,9 +18,8 @@ async def fork_run(request: Request) -> Response:
     server = server_of(request)
     run_id = run_id_of(request)
     body = parse_body(ForkRun, await request.body(), limit=server.limits.max_body_bytes)
-    budget = None
-    if body.budget is not None:  # on the source's current limits and usage, as the CLI's
-        budget = apply_change(body.budget.change(), await server.runtime.load(run_id))
+    # "+N" is counted from what the source had used at the fork point, as the CLI's.
+    budget = body.budget.change() if body.budget is not None else None
     fork_id = await server.runtime.fork(
         run_id,
         at_seq=body.at_seq,

@@ -165,8 +165,8 @@ class ForkRun(BaseModel):
     )
     budget: BudgetChangeIn | None = Field(
         default=None,
-        description='new limits, or "+N" for N more than the source used so far; fields '
-        "left out keep the source's ones",
+        description='new limits, or "+N" for N more than the source had used at the fork '
+        "point; fields left out keep the ones it had there",
     )
 
 
