@@ -84,14 +84,18 @@ async def remove_runs(store: Store, run_ids: Sequence[str], *, batch_rows: int) 
     """Delete these finished runs' log rows in bounded batches, then their rows.
 
     Rows that forks reference are copied into those forks first (copy-on-delete, bounded
-    the same way): a fork stays readable when its source goes. Before each batch, so a fork
-    made during the delete is copied out too before the rows it references go.
+    the same way): a fork stays readable when its source goes. Before each batch, and again
+    whenever a batch finds a reference (a fork made during the delete), so the rows a fork
+    references are copied out before they go; a fork whose source's rows are already gone
+    is refused (`tether.store.forks`).
     """
     removed = Rows()
     while True:
         while await store.forks.detach(run_ids, limit=batch_rows) >= batch_rows:
             pass
         batch = await store.retention.delete_log(run_ids, limit=batch_rows)
+        if batch is None:  # a fork of one of them was made since: copy it out first
+            continue
         removed += batch
         if batch.rows < batch_rows:
             break

@@ -11,6 +11,12 @@ caller). Forking a 50,000-record run therefore writes a handful of rows.
 Deleting a run that forks reference copies the referenced rows into each fork first
 (`ForkTable.detach`, in bounded transactions that copy rows and shrink the range together),
 so a fork stays readable after its source is gone; the lineage row (`run_forks`) stays.
+A fork made while its source is being deleted never references a row a delete batch
+removes: creating it checks, in its transaction, that every run it references still has
+the last row of each range (`check_sources`), and a delete batch deletes nothing while any
+reference to its runs exists (`Retention.delete_log`). On PostgreSQL the two lock the
+source's `runs` row (FOR KEY SHARE against FOR UPDATE), so each sees the other's commit;
+SQLite and the memory store run one writer at a time.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from tether.errors import BadFork, TetherError, UnknownRun
 from tether.store.base import RunInfo
 
 
@@ -74,6 +81,20 @@ def plan_segments(
         if start <= piece.to_seq:
             out.append(Segment(start, piece.to_seq, piece.source_run_id))
     return out
+
+
+def last_rows(segments: Iterable[Segment]) -> list[tuple[str, int]]:
+    """The row each range ends on: a run whose log still has it has the whole range (a log
+    is deleted last seqs first)."""
+    return sorted({(s.source_run_id, s.to_seq) for s in segments})
+
+
+def source_gone(run_id: str, *, exists: bool) -> TetherError:
+    """The error for a fork whose source `run_id` is gone (or, still `exists`ing, is being
+    deleted): nothing of the fork is written."""
+    if not exists:
+        return UnknownRun(run_id)
+    return BadFork(f"run {run_id} is being deleted; cannot fork it")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +154,8 @@ class ForkTable(ABC):
     async def create_runs(self, runs: Sequence[NewRun]) -> None:
         """Insert these runs (rows, seq 0, own rows, references, origins) in one
         transaction: all of them, or none (RunExists naming the first id taken). What an
-        import (`tether.tlog`) writes a file's runs with."""
+        import (`tether.tlog`) writes a file's runs with. A run referenced that is gone or
+        no longer has the rows referenced (being deleted) is refused (`source_gone`)."""
 
     @abstractmethod
     async def rows_at(self, run_id: str, seqs: Sequence[int]) -> dict[int, bytes]:

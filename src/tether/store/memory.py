@@ -26,7 +26,15 @@ from tether.store.base import (
     Store,
     Stranded,
 )
-from tether.store.forks import ForkTable, NewRun, Origin, Segment, plan_copies
+from tether.store.forks import (
+    ForkTable,
+    NewRun,
+    Origin,
+    Segment,
+    last_rows,
+    plan_copies,
+    source_gone,
+)
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.limits import Candidate, claim_order
 from tether.store.memory_flow import (
@@ -377,7 +385,10 @@ class MemoryRetention(Retention):
         logs = [self._s.logs.get(run_id, {}) for run_id in run_ids]
         return Rows(sum(map(len, logs)), sum(len(r) for log in logs for r in log.values()))
 
-    async def delete_log(self, run_ids: Sequence[str], *, limit: int) -> Rows:
+    async def delete_log(self, run_ids: Sequence[str], *, limit: int) -> Rows | None:
+        sources = set(run_ids)
+        if any(s.source_run_id in sources for segs in self._s.refs.values() for s in segs):
+            return None
         gone = Rows()
         for run_id in sorted(run_ids):
             info, log = self._s.runs.get(run_id), self._s.logs.get(run_id, {})
@@ -427,6 +438,9 @@ class MemoryForks(ForkTable):
             if run.info.run_id in self._s.runs or run.info.run_id in seen:
                 raise RunExists(run.info.run_id)
             seen.add(run.info.run_id)
+            for source, seq in last_rows(run.segments):
+                if seq not in self._s.logs.get(source, {}):
+                    raise source_gone(source, exists=source in self._s.runs)
         for run in runs:
             await self._runs.create(run.info, run.first_record)
             self._s.logs[run.info.run_id].update(run.entries)

@@ -8,7 +8,15 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from tether.errors import ConflictingRecord, RunExists
-from tether.store.forks import ForkTable, NewRun, Origin, Segment, plan_copies
+from tether.store.forks import (
+    ForkTable,
+    NewRun,
+    Origin,
+    Segment,
+    last_rows,
+    plan_copies,
+    source_gone,
+)
 from tether.store.postgres_db import PgPool
 from tether.store.postgres_runs import create_args
 from tether.store.queries import load_queries
@@ -57,6 +65,8 @@ class PostgresForks(ForkTable):
 async def _insert(conn: PoolConnectionProxy, run: NewRun) -> None:
     """One run's row, seq 0, own rows, references and origin, in the caller's transaction."""
     info = run.info
+    if run.segments:
+        await _lock_sources(conn, run.segments)
     try:
         created = await conn.fetchval(Q["create_run"], *create_args(info, run.first_record))
     except asyncpg.NotNullViolationError as exc:
@@ -78,3 +88,18 @@ async def _insert(conn: PoolConnectionProxy, run: NewRun) -> None:
         )
     if (o := run.origin) is not None:
         await conn.execute(F["add_origin"], info.run_id, o.source_run_id, o.source_seq)
+
+
+async def _lock_sources(conn: PoolConnectionProxy, segments: Sequence[Segment]) -> None:
+    """Lock the runs these references point to (FOR KEY SHARE, to the end of the caller's
+    transaction) and check they still have every row referenced: a delete batch of one of
+    them waits for this transaction and then sees its references (`PostgresRetention`)."""
+    wanted = sorted({s.source_run_id for s in segments})
+    locked = {r[0] for r in await conn.fetch(F["lock_sources"], wanted)}
+    for run_id in wanted:
+        if run_id not in locked:
+            raise source_gone(run_id, exists=False)
+    ends = last_rows(segments)
+    gone = await conn.fetchval(F["missing_row"], [r for r, _ in ends], [q for _, q in ends])
+    if gone is not None:
+        raise source_gone(gone, exists=True)

@@ -13,6 +13,7 @@ from tether.store.queries import load_queries
 from tether.store.retention import FINISHED, Retention, Rows
 
 Q = load_queries("postgres")
+F = load_queries("postgres", "forks.sql")
 
 
 class PostgresRetention(Retention):
@@ -41,8 +42,15 @@ class PostgresRetention(Retention):
         row = (await self._db.fetch(Q["log_size"], list(run_ids)))[0]
         return Rows(int(row[0]), int(row[1]))
 
-    async def delete_log(self, run_ids: Sequence[str], *, limit: int) -> Rows:
-        row = (await self._db.fetch(Q["delete_log"], list(run_ids), limit))[0]
+    async def delete_log(self, run_ids: Sequence[str], *, limit: int) -> Rows | None:
+        # The runs' rows FOR UPDATE first: a fork being created from one of them holds it
+        # FOR KEY SHARE to its commit, and the statements after the lock see its references.
+        ids = list(run_ids)
+        async with self._db.connection() as conn, conn.transaction():
+            await conn.fetch(F["lock_doomed"], ids)
+            if await conn.fetchval(F["referenced"], ids):
+                return None
+            row = (await conn.fetch(Q["delete_log"], ids, limit))[0]
         return Rows(int(row[0]), int(row[1]))
 
     async def delete_runs(self, run_ids: Sequence[str]) -> int:

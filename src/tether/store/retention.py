@@ -52,9 +52,12 @@ class Retention(ABC):
         """The log rows and record bytes these runs hold."""
 
     @abstractmethod
-    async def delete_log(self, run_ids: Sequence[str], *, limit: int) -> Rows:
+    async def delete_log(self, run_ids: Sequence[str], *, limit: int) -> Rows | None:
         """Delete up to `limit` log rows of these (finished) runs in one short transaction,
-        last seqs first; return what was deleted (0 rows: nothing left)."""
+        last seqs first; return what was deleted (0 rows: nothing left). None, deleting
+        nothing, while another run references rows of these (a fork made since they were
+        copied out: `ForkTable.detach` them first); the check and the delete are atomic
+        against a fork being created (`tether.store.forks`)."""
 
     @abstractmethod
     async def delete_runs(self, run_ids: Sequence[str]) -> int:

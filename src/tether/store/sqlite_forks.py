@@ -7,7 +7,15 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tether.store.forks import ForkTable, NewRun, Origin, Segment, plan_copies
+from tether.store.forks import (
+    ForkTable,
+    NewRun,
+    Origin,
+    Segment,
+    last_rows,
+    plan_copies,
+    source_gone,
+)
 from tether.store.queries import load_queries
 
 if TYPE_CHECKING:
@@ -23,9 +31,15 @@ class SqliteForks(ForkTable):
         self._runs = runs
 
     async def create_runs(self, runs: Sequence[NewRun]) -> None:
+        # One writer at a time (BEGIN IMMEDIATE): no delete batch runs between the check of
+        # the sources and the references written.
         def work(conn: sqlite3.Connection) -> None:
             for run in runs:
                 run_id = run.info.run_id
+                for source, seq in last_rows(run.segments):
+                    state = conn.execute(F["source_state"], (source, seq)).fetchone()[0]
+                    if state:
+                        raise source_gone(source, exists=state == 1)
                 self._runs.insert(conn, run.info, run.first_record, None)
                 conn.executemany(Q["append"], [(run_id, seq, r) for seq, r in run.entries])
                 for s in run.segments:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tether.store.sqlite import _Db
 
 Q = load_queries("sqlite")
+F = load_queries("sqlite", "forks.sql")
 
 
 class SqliteRetention(Retention):
@@ -57,10 +58,14 @@ class SqliteRetention(Retention):
         )
         return Rows(int(rows), int(size))
 
-    async def delete_log(self, run_ids: Sequence[str], *, limit: int) -> Rows:
+    async def delete_log(self, run_ids: Sequence[str], *, limit: int) -> Rows | None:
         ids = json.dumps(list(run_ids))
 
-        def work(conn: sqlite3.Connection) -> Rows:
+        # One writer at a time (BEGIN IMMEDIATE): no fork is created between the check and
+        # the delete.
+        def work(conn: sqlite3.Connection) -> Rows | None:
+            if conn.execute(F["referenced"], (ids,)).fetchone()[0]:
+                return None
             sizes = conn.execute(Q["delete_log"], (ids, limit)).fetchall()
             return Rows(len(sizes), sum(int(s[0]) for s in sizes))
 

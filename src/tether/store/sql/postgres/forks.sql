@@ -49,3 +49,24 @@ SELECT l.seq, l.record FROM run_refs r
 JOIN run_log l ON l.run_id = r.source_run_id AND l.seq BETWEEN r.from_seq AND r.to_seq
  AND l.seq = ANY($2::bigint[])
 WHERE r.run_id = $1;
+
+-- name: lock_sources
+-- The runs a fork's references point to, locked FOR KEY SHARE until the fork commits: a
+-- delete batch (lock_doomed, FOR UPDATE) waits for it and then sees its references.
+SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR KEY SHARE;
+
+-- name: missing_row
+-- The first (run, seq) of these pairs whose row is gone; a log is deleted last seqs first,
+-- so a run that still has the last seq of a reference has all of it.
+SELECT s.run_id FROM unnest($1::text[], $2::bigint[]) AS s(run_id, seq)
+WHERE NOT EXISTS (SELECT 1 FROM run_log l WHERE l.run_id = s.run_id AND l.seq = s.seq)
+LIMIT 1;
+
+-- name: lock_doomed
+-- The runs a delete batch is about to shorten, locked FOR UPDATE: it waits for forks
+-- being created from them to commit, and forks wait for it (lock_sources).
+SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE;
+
+-- name: referenced
+-- Whether any run references rows of these runs.
+SELECT EXISTS (SELECT 1 FROM run_refs WHERE source_run_id = ANY($1::text[]));

@@ -48,3 +48,19 @@ SELECT l.seq, l.record FROM run_refs r
 JOIN run_log l ON l.run_id = r.source_run_id AND l.seq BETWEEN r.from_seq AND r.to_seq
  AND l.seq IN (SELECT value FROM json_each(?2))
 WHERE r.run_id = ?1;
+
+-- name: source_state
+-- 0: run ?1 has its row at seq ?2 (a log is deleted last seqs first, so a run that has the
+-- last seq of a reference has all of it); 1: it has not (its log is being deleted); 2: the
+-- run is gone.
+SELECT CASE
+    WHEN EXISTS (SELECT 1 FROM run_log WHERE run_id = ?1 AND seq = ?2) THEN 0
+    WHEN EXISTS (SELECT 1 FROM runs WHERE run_id = ?1) THEN 1
+    ELSE 2
+END;
+
+-- name: referenced
+-- Whether any run references rows of these runs (a JSON array).
+SELECT EXISTS (
+    SELECT 1 FROM run_refs WHERE source_run_id IN (SELECT value FROM json_each(?))
+);
