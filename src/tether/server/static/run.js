@@ -494,7 +494,7 @@ async function withToken(action) {
   const check = async (t) => (await fetch(`/v1/runs/${encodeURIComponent(RUN_ID)}`,
     { headers: { Authorization: "Bearer " + t } })).status;
   Tether.signIn(document.getElementById("signin"), check, () => action(),
-                "Cancelling or resuming a run takes the API token.");
+                "Cancelling, resuming, forking or exporting a run takes the API token.");
 }
 
 async function post(path, body) {
@@ -512,6 +512,27 @@ async function post(path, body) {
 document.getElementById("cancel").addEventListener("click", () => withToken(async () => {
   say("cancelling…");
   await post("cancel");
+}));
+
+// Export: GET /v1/runs/{id}/export with the tab's token (a link cannot send it), saved
+// as RUN_ID.tlog through a blob URL; `tether import` loads the file.
+document.getElementById("export").addEventListener("click", () => withToken(async () => {
+  say("exporting…");
+  const r = await Tether.api(`/v1/runs/${encodeURIComponent(RUN_ID)}/export`);
+  if (r.status === 401) { Tether.forget(); say("The API token was not accepted; sign in again."); return; }
+  if (!r.ok) {
+    const answer = await r.json().catch(() => ({}));
+    say((answer.error && answer.error.message) || `the server answered ${r.status}`);
+    return;
+  }
+  const file = await r.blob();
+  const url = URL.createObjectURL(file);
+  const link = h("a", { href: url, download: `${RUN_ID}.tlog`, hidden: "" });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);  // the download has its bytes by then
+  say(`exported ${RUN_ID}.tlog (${size(file.size)})`);
 }));
 
 document.getElementById("resume").addEventListener("click", () => {
