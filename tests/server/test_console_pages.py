@@ -29,9 +29,15 @@ def cells(driver: WebDriver) -> list[list[str]]:
 
 
 def panel_facts(panel: WebElement) -> dict[str, str]:
-    """The node panel's facts (node, kind, status, attempt, timings...) by name."""
-    names = [e.text for e in panel.find_elements(By.TAG_NAME, "dt")]
-    values = [e.text for e in panel.find_elements(By.TAG_NAME, "dd")]
+    """The node panel's facts (node, kind, status, attempt, timings...) by name, read in one
+    script: the panel redraws as the page refreshes, so elements found one by one can go
+    stale between two reads."""
+    names, values = panel.parent.execute_script(
+        "const p = arguments[0];"
+        "const text = s => [...p.querySelectorAll(s)].map(e => e.innerText.trim());"
+        "return [text('dt'), text('dd')];",
+        panel,
+    )
     return dict(zip(names, values, strict=True))
 
 
