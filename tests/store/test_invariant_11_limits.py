@@ -186,3 +186,55 @@ async def test_keys_alternate_even_one_slot_at_a_time(store: Store) -> None:
         # Finished before the next claim: no slot is held, the key served longest ago wins.
         assert await store.leases.release(got[0].run_id, got[0].epoch, Status.SUCCEEDED)
     assert order == ["big0", "small0", "big1", "small1", "big2", "big3"]
+
+
+# The ordered claim ranks only the first (claim size + 32) runnable runs of each (agent,
+# key) (limits.sql/claim_flow): a claim of 1 looks at 33 per pair. These queue more.
+MANY = 40
+
+
+async def test_a_key_with_many_queued_runs_hides_no_other_keys_run(store: Store) -> None:
+    await store.limits.set(ConcurrencyLimit("a", 1, key="A"))
+    for i in range(MANY):
+        await add(store, f"a{i}", "A")
+    await add(store, "b0", "B")
+    assert await claimed(store, 1) == ["a0"]
+    # Key A is at its limit: its 39 others are passed over, B's run (queued last) is taken.
+    assert await claimed(store, 1) == ["b0"]
+    assert await claimed(store, 1) == []
+    assert await store.leases.release("a0", 1, Status.SUCCEEDED)
+    assert await claimed(store, 1) == ["a1"]
+
+
+async def test_runs_pinned_to_another_version_hide_no_claimable_run_of_their_key(
+    store: Store,
+) -> None:
+    await store.limits.set(ConcurrencyLimit("a", 5, key="A"))
+    for i in range(MANY):
+        await add(store, f"v2-{i}", "A", agent_version="v2")
+    await add(store, "v1", "A", agent_version="v1")
+    await add(store, "any", "A")
+    serves = Serves({"a": "v1"})
+    assert await claimed(store, 1, serves=serves) == ["v1"]
+    assert await claimed(store, 1, serves=serves) == ["any"]
+    assert await claimed(store, 1, serves=serves) == []
+    assert await claimed(store, 1, serves=Serves({"a": "v2"})) == ["v2-0"]
+
+
+async def test_turns_count_every_agent_s_runs_of_a_key_however_many_are_queued(
+    store: Store,
+) -> None:
+    # Agent a holds its only slot; its many runs of key K wait. Turns are counted per key
+    # over all agents, so b's run of K comes after its one queued run of K at priority 0:
+    # its second turn, after t's first.
+    await store.limits.set(ConcurrencyLimit("a", 1))
+    await add(store, "held", "X")
+    assert await claimed(store, 1) == ["held"]
+    for i in range(MANY):
+        await add(store, f"k{i}", "K", priority=1)
+    await add(store, "s", "K")
+    await add(store, "r", "K", agent="b")
+    await add(store, "t", "T", agent="b")
+    assert await claimed(store, 1) == ["t"]
+    assert await claimed(store, 1) == ["r"]
+    assert await claimed(store, 1) == []

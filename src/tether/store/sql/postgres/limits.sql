@@ -50,21 +50,78 @@ SELECT pg_advisory_xact_lock(hashtext('tether:claim'));
 -- key's limit, then likewise (ranked among those) for its agent's. The first $2 in
 -- (priority, turn) order are taken; SKIP LOCKED passes over rows a `take` or a claim
 -- without the lock holds.
-WITH cand AS (
-    -- "C": ranking sorts these texts, byte order is as good an order and many times faster.
-    SELECT run_id COLLATE "C" AS run_id, agent COLLATE "C" AS agent,
-           concurrency_key COLLATE "C" AS ckey, priority, created_at FROM runs
-    WHERE parent_run_id IS NULL
-      AND (status = 'queued'
-           OR (status = 'paused' AND reason = 'drain'
-               AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
-           OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp()))
-           OR (status = 'waiting' AND wake_at <= extract(epoch FROM clock_timestamp())))
-      AND run_id <> ALL($4::text[])
+--
+-- Only the first $2 + 32 runnable runs of each (agent, key) (in (priority desc, age)
+-- order, through runs_queue_idx) are ranked, so a claim costs (agent, key) pairs times
+-- that, not the queue's length: a run further back in its (agent, key) is never among the
+-- first $2 + 32 taken, since the ones before it in its (agent, key) come before it in
+-- every order the rule uses and are admitted whenever it is. What they change is the
+-- turn of another agent's run of the same key (turns are counted per key over all
+-- agents), so while a key of several agents has more runnable runs in one of them, every
+-- runnable run is ranked as before (`whole`).
+WITH RECURSIVE pairs AS (
+    -- The (agent, key) pairs with queued runs: one index probe each.
+    (SELECT agent, concurrency_key FROM runs
+     WHERE parent_run_id IS NULL AND status = 'queued'
+     ORDER BY agent, concurrency_key LIMIT 1)
+    UNION ALL
+    SELECT n.agent, n.concurrency_key FROM pairs p CROSS JOIN LATERAL (
+        SELECT agent, concurrency_key FROM runs
+        WHERE parent_run_id IS NULL AND status = 'queued'
+          AND (agent, concurrency_key) > (p.agent, p.concurrency_key)
+        ORDER BY agent, concurrency_key LIMIT 1) AS n
+), mine AS NOT MATERIALIZED (
+    -- The top-level runs this worker may take (its skip, its pinning), whatever their
+    -- status: inlined in each reader, which adds its own.
+    SELECT run_id, agent, concurrency_key, priority, created_at, status, reason,
+           lease_until, wake_at FROM runs
+    WHERE parent_run_id IS NULL AND run_id <> ALL($4::text[])
       AND ($5::text[] IS NULL OR run_id = ANY($7::text[])
            OR EXISTS (SELECT 1 FROM unnest($5::text[], $6::text[]) AS s(agent, version)
                       WHERE s.agent = runs.agent
                         AND (runs.agent_version IS NULL OR runs.agent_version = s.version)))
+), others AS (
+    -- The runnable runs that are not queued: drained, orphaned, due (about as many as
+    -- runs are held; never pruned).
+    SELECT run_id, agent, concurrency_key, priority, created_at FROM mine
+    WHERE (status = 'paused' AND reason = 'drain'
+           AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
+       OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp()))
+       OR (status = 'waiting' AND wake_at <= extract(epoch FROM clock_timestamp()))
+), front AS (
+    -- The first $2 + 33 queued runs of each pair (one more than is ranked: whether the
+    -- pair has more), and the others.
+    SELECT q.* FROM pairs p CROSS JOIN LATERAL (
+        SELECT run_id, agent, concurrency_key, priority, created_at FROM mine
+        WHERE status = 'queued' AND agent = p.agent AND concurrency_key = p.concurrency_key
+        ORDER BY priority DESC, created_at, run_id COLLATE "C"
+        LIMIT $2 + 33) AS q
+    UNION ALL
+    SELECT * FROM others
+), numbered AS (
+    SELECT run_id COLLATE "C" AS run_id, agent COLLATE "C" AS agent,
+           concurrency_key COLLATE "C" AS ckey, priority, created_at,
+           row_number() OVER (PARTITION BY agent COLLATE "C", concurrency_key COLLATE "C"
+                              ORDER BY priority DESC, created_at, run_id COLLATE "C") AS n
+    FROM front
+), whole AS (
+    -- A key of several agents lost runs to the pruning: its turns need every run.
+    SELECT EXISTS (SELECT 1 FROM numbered t
+                   WHERE t.n > $2 + 32
+                     AND EXISTS (SELECT 1 FROM numbered o
+                                 WHERE o.ckey = t.ckey AND o.agent <> t.agent)) AS yes
+), cand AS (
+    -- "C": ranking sorts these texts, byte order is as good an order and many times faster.
+    SELECT run_id, agent, ckey, priority, created_at FROM numbered
+    WHERE n <= $2 + 32 AND NOT (SELECT yes FROM whole)
+    UNION ALL
+    SELECT run_id COLLATE "C", agent COLLATE "C", concurrency_key COLLATE "C", priority,
+           created_at
+    FROM (SELECT run_id, agent, concurrency_key, priority, created_at FROM mine
+          WHERE status = 'queued'
+          UNION ALL
+          SELECT * FROM others) AS every
+    WHERE (SELECT yes FROM whole)
 ), held AS (
     SELECT agent COLLATE "C" AS agent, concurrency_key COLLATE "C" AS ckey, count(*) AS n
     FROM runs

@@ -127,3 +127,9 @@ CREATE TABLE run_limits (
 -- Fair turns: when each concurrency key was last served (see migrations/0011_served.sql).
 CREATE INDEX runs_served_idx ON runs (concurrency_key, updated_at)
     WHERE parent_run_id IS NULL AND status <> 'queued';
+
+-- The ordered claim's queue: each (agent, key)'s first queued runs in claim order (see
+-- migrations/0012_flow_queue.sql).
+CREATE INDEX runs_queue_idx ON runs (agent, concurrency_key, priority DESC, created_at,
+                                     run_id COLLATE "C")
+    WHERE parent_run_id IS NULL AND status = 'queued';
