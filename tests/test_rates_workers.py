@@ -39,7 +39,6 @@ async def test_three_workers_share_one_model_limit(fresh_pg_database: str) -> No
     await store.open()
     try:
         rt = Runtime(store)
-        run_ids = [await rt.submit("tests.rate_agents:rated", f"question {i}") for i in range(RUNS)]
         async with serve_local_models({"rated": answer}) as models:
             # The server's first request takes it a while to set up; not what is measured.
             async with httpx2.AsyncClient() as client:
@@ -50,6 +49,12 @@ async def test_three_workers_share_one_model_limit(fresh_pg_database: str) -> No
                 url, 3, "--concurrency", "8", model_url=models.base_url,
                 stderr=asyncio.subprocess.DEVNULL,
             )  # fmt: skip
+            # Queued once all three are up: a worker still importing its modules would hold a
+            # core while another sends a granted request (seen: a request reached the server
+            # 0.93 s after its grant, and a 3.5 s window showed 5).
+            run_ids = [
+                await rt.submit("tests.rate_agents:rated", f"question {i}") for i in range(RUNS)
+            ]
             async with asyncio.timeout(120):
                 # Another process finishes the runs: polled, as nothing here is told.
                 while (await store.runs.count_by_status()).get(Status.SUCCEEDED, 0) < RUNS:  # noqa: ASYNC110
