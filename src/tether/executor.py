@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether import logs
+from tether import eager, logs
 from tether.blobs import BlobError, BlobNotFound, BlobRef
 from tether.context import Context
 from tether.core import Node, NodeResult, Sleep, Spawn, Wait
@@ -33,6 +33,7 @@ from tether.records import (
     BudgetUsed,
     NodeSpec,
     Record,
+    Value,
     encode,
     node_completed,
     node_failed,
@@ -55,6 +56,9 @@ log = logging.getLogger("tether.executor")
 
 # Errors that no retry can fix.
 _PERMANENT = (OutputNotSerializable, RecordTooLarge, InvalidSpawn, UnknownNodeKind, ChildFailed)
+
+# Rounds of the loop without a suspension before it yields to the event loop once.
+_YIELD_EVERY = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,21 +168,33 @@ class RunExecutor:
         wakeup = self._wakeup
         loop = asyncio.get_running_loop()
         deadline: float | None = None
+        unyielded = 0  # loop rounds since this task last gave the event loop a turn
+        # The run's limits as last read (a RunResumed may replace them), and whether it
+        # has any: a run without limits reads no clock and no field for them per round.
+        limits, limited, counted = None, False, False
         try:
             while not self.cancelling.is_set():
                 stopping = rt.draining.is_set() or bool(
                     self._failure or self._pause or self._give_back
                 )
-                if not stopping:
+                if g.limits is not limits:
+                    limits = g.limits
+                    counted = bool(limits.max_nodes or limits.max_turns)
+                    limited = counted or bool(
+                        limits.max_tokens or limits.max_cost or limits.max_wall_ms
+                    )
+                if not stopping and limited:
                     self._pause = g.exhausted(now_us())
                     stopping = bool(self._pause)
                 if not stopping and (self._inbox or g.open_waits):
                     queue.extend(await self._record_events())
                 while queue and not stopping and len(tasks) < rt.concurrency:
-                    if (g.limits.max_nodes or g.limits.max_turns) and not self._room(queue[0]):
+                    if counted and not self._room(queue[0]):
                         break  # what is in flight may spend the rest: wait for it
                     nid = queue.popleft()
-                    tasks[nid] = loop.create_task(self._node_task(nid))
+                    # Run up to its first suspension now: a handler that returns without
+                    # awaiting anything has handed its outcome over when this returns.
+                    tasks[nid] = eager.start(loop, self._node_task(nid))
                 if not tasks:
                     if self._inbox and not stopping:
                         continue  # delivered while the last batch was being recorded
@@ -196,6 +212,12 @@ class RunExecutor:
                 if not wakeup.outcomes and not self._inbox:
                     # Woken by a completion, a delivery, a drain, a cancel or `until`.
                     await wakeup.wait(until)
+                    unyielded = 0
+                elif (unyielded := unyielded + 1) >= _YIELD_EVERY:
+                    # Nodes that never suspend (and a store that answers at once) would
+                    # keep the loop to this run: let other tasks, signals and cancels in.
+                    await asyncio.sleep(0)
+                    unyielded = 0
                 if self.cancelling.is_set():
                     # What completed meanwhile is dropped: a cancelled run records no more.
                     await self._wait_children_cancelled()
@@ -466,7 +488,9 @@ class RunExecutor:
                 f"(node {node_id})",
                 (spec.kind,),
             ) from None
-        node_input = await self.codec.decode(spec.input)
+        inline, node_input = self.codec.decode_now(spec.input)
+        if not inline:
+            node_input = await self.codec.decode(spec.input)
         events = self.runtime.events
         if events.event_listeners:  # no event built for nobody: this runs for every node
             events.emit(self.graph.run_id, node_id, {"type": "node_started", "kind": spec.kind})
@@ -546,15 +570,18 @@ class RunExecutor:
     ) -> tuple[Record, bytes]:
         result = out if isinstance(out, NodeResult) else NodeResult(output=out)
         usage = ctx.usage + result.usage if result.usage else ctx.usage
-        used = BudgetUsed(
-            tokens_in=usage.tokens_in,
-            tokens_out=usage.tokens_out,
-            cost=usage.cost,
-            model_calls=usage.model_calls,
-            wall_ms=int((time.perf_counter() - t0) * 1000),
-            rate_wait_ms=round(ctx.rate_wait_s * 1000),
-        )
-        output = await self.codec.encode(result.output)
+        used = BudgetUsed(wall_ms=int((time.perf_counter() - t0) * 1000))
+        if usage.tokens_in or usage.tokens_out or usage.cost or usage.model_calls:
+            # (a node without model calls: its zeros need not be set, nor are they stored)
+            used.tokens_in = usage.tokens_in
+            used.tokens_out = usage.tokens_out
+            used.cost = usage.cost
+            used.model_calls = usage.model_calls
+        if ctx.rate_wait_s:
+            used.rate_wait_ms = round(ctx.rate_wait_s * 1000)
+        output = self.codec.encode_now(result.output)
+        if not isinstance(output, Value):
+            output = await self.codec.offload(output)
         spawned = await self._specs(spec.node_id, result.spawn) if result.spawn else ()
         refs = await self._blob_refs(ctx, result.blobs) if ctx.attachments or result.blobs else ()
         record = node_completed(
@@ -601,8 +628,12 @@ class RunExecutor:
             # The common successor (a chain's next step, an agent's next turn): no keys
             # to compare, no joins to resolve.
             key = one.key if one.key is not None else "0"
-            spec = NodeSpec(node_id=child_id(node_id, key), kind=one.kind, parent_ids=[node_id])
-            spec.input.CopyFrom(await self.codec.encode(one.input))
+            value = self.codec.encode_now(one.input)
+            if not isinstance(value, Value):
+                value = await self.codec.offload(value)
+            spec = NodeSpec(
+                node_id=child_id(node_id, key), kind=one.kind, parent_ids=[node_id], input=value
+            )
             return [spec]
         keys = [s.key if s.key is not None else str(i) for i, s in enumerate(spawns)]
         if len(set(keys)) != len(keys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Literal, assert_never
 
 from google.protobuf.message import DecodeError
@@ -252,20 +253,39 @@ def budget_of(limits: pb.BudgetLimits) -> Budget:
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+# What `_JSON.encode` runs, called directly: it builds the same C encoder per call (a fresh
+# dict of the containers being encoded, to catch cycles) after two Python calls and a
+# closure that the C encoder does not use. None where json has no C accelerator.
+_C_ENCODER: Any = c_make_encoder
+_DEFAULT = _JSON.default
+
+
 def dump_json(obj: Any) -> bytes:
     """Compact JSON bytes of a value, or OutputNotSerializable naming why not."""
     try:
-        return _JSON.encode(obj).encode()
+        if _C_ENCODER is None or type(obj) is str:
+            return _JSON.encode(obj).encode()
+        encode = _C_ENCODER({}, _DEFAULT, encode_basestring, None, ":", ",", False, False, False)
+        return "".join(encode(obj, 0)).encode()
     except (TypeError, ValueError) as exc:
         raise OutputNotSerializable(f"value is not JSON-serializable: {exc}") from exc
 
 
 _JSON_DECODER = json.JSONDecoder()
+# The decoder's scanner without the whitespace matches around it: `dump_json` writes none.
+_SCAN: Any = _JSON_DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def load_json(data: bytes) -> Any:
     """The value of JSON bytes written by `dump_json` (always UTF-8: no encoding to detect)."""
-    return _JSON_DECODER.decode(data.decode())
+    text = data.decode()
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        end = -1  # not a value at 0 (empty, or leading whitespace): the decoder says why
+    if end == len(text):
+        return value
+    return _JSON_DECODER.decode(text)
 
 
 def json_value(obj: Any) -> pb.Value:

@@ -49,6 +49,12 @@ class ValueCodec:
         self._cache: dict[str, Any] = {}
 
     async def encode(self, obj: Any) -> Value:
+        value = self.encode_now(obj)
+        return value if isinstance(value, Value) else await self.offload(value)
+
+    def encode_now(self, obj: Any) -> Value | bytes:
+        """The Value of `obj` if it is kept inline; else its JSON, for `offload` (the
+        executor's hot path: most values are small and need no await)."""
         data = dump_json(obj)
         # Without a blob store a large value stays inline and the record cap reports it.
         if self.blobs is None or len(data) <= self.threshold:
@@ -56,6 +62,11 @@ class ValueCodec:
                 key_id, nonce, ciphertext = seal(self.keys, data, _VALUE_AAD)
                 return Value(sealed=Sealed(key_id=key_id, nonce=nonce, ciphertext=ciphertext))
             return Value(json=data)
+        return data
+
+    async def offload(self, data: bytes) -> Value:
+        """A Value pointing to `data` (a value's JSON) stored in the blob store."""
+        assert self.blobs is not None
         ref = await self.blobs.put(data, JSON_MEDIA_TYPE)
         return Value(blob=pb_of(ref))
 
@@ -65,6 +76,17 @@ class ValueCodec:
             return load_json(value.json)
         if kind is None:
             return None
+        return await self._decode_other(kind, value)
+
+    def decode_now(self, value: Value) -> tuple[bool, Any]:
+        """(True, the value) if it is inline JSON (or unset); (False, None) if it needs
+        `decode` (sealed or in the blob store)."""
+        kind = value.WhichOneof("kind")
+        if kind == "json":
+            return True, load_json(value.json)
+        return kind is None, None
+
+    async def _decode_other(self, kind: str, value: Value) -> Any:
         if kind == "sealed":
             sealed = value.sealed
             if self.keys is None:
