@@ -51,7 +51,7 @@ class PostgresStore(Store):
         self._db = PgPool(url, min_size=min_size, max_size=max_size)
         self._log = PostgresLog(self._db)
         self.log = self._log
-        self.runs = PostgresRuns(self._db)
+        self.runs = PostgresRuns(self._db, self._log.appended)
         self._leases = PostgresLeases(self._db, self._log.appended)
         self.leases = self._leases
         self.retention = PostgresRetention(self._db, run_info)
