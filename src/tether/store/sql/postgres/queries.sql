@@ -173,10 +173,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at double precision NOT NULL
 );
 
--- name: migrations_table_exists
--- Whether the record of applied migrations exists (checked without creating it).
-SELECT to_regclass('schema_migrations') IS NOT NULL;
-
 -- name: migrations_done
 -- Versions already applied.
 SELECT version FROM schema_migrations;
