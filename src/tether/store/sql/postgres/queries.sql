@@ -173,10 +173,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at double precision NOT NULL
 );
 
--- name: migrations_table_exists
--- Whether the record of applied migrations exists (checked without creating it).
-SELECT to_regclass('schema_migrations') IS NOT NULL;
-
 -- name: migrations_done
 -- Versions already applied.
 SELECT version FROM schema_migrations;
@@ -192,6 +188,27 @@ VALUES ($1, $2, extract(epoch FROM clock_timestamp()));
 UPDATE runs SET status = $2, reason = $3, updated_at = $4, wake_at = $5,
                 agent_version = coalesce($6, agent_version)
 WHERE run_id = $1 AND epoch = $7;
+
+-- name: set_status_appending
+-- set_status (at epoch $7, or at any epoch when $7 is NULL) and a record at seq $8 in one
+-- statement, one round trip, one commit: a run taken up again records its RunResumed with
+-- its status. The UPDATE of the runs row is the fence (a take waits for it, or it finds
+-- the new epoch and nothing happens), and the record is inserted only with the update. A
+-- different record at the seq aborts the statement (seq NULL, as in append); an identical
+-- one (a retry that had landed) is kept. Returns the rows updated; the caller judges
+-- anything but an update step by step (set_status, then append_final, in a transaction).
+WITH updated AS (
+    UPDATE runs SET status = $2, reason = $3, updated_at = $4, wake_at = $5,
+                    agent_version = coalesce($6, agent_version)
+    WHERE run_id = $1 AND ($7::bigint IS NULL OR epoch = $7)
+    RETURNING run_id
+), appended AS (
+    INSERT INTO run_log (run_id, seq, record)
+    SELECT $1, $8, $9 FROM updated
+    ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
+    WHERE run_log.record IS DISTINCT FROM EXCLUDED.record
+)  -- runs whether or not the SELECT reads it, as every data-modifying WITH does
+SELECT count(*) FROM updated;
 
 -- name: run_epoch
 -- A run's current epoch (to tell a fenced-off update from an unknown run).
