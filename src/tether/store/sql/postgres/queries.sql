@@ -34,29 +34,29 @@ WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 
 -- name: append_group
 -- The appends of several runs in one statement (group commit): rows $1/$2/$3 (run, seq,
--- record); runs in $4 are unfenced, runs in $5 only while their epoch is still $6 (FOR
--- SHARE, as append_fenced). SKIP LOCKED: a runs row that a claim or a lease renewal is
--- updating right now is left out instead of waited for (waiting on several rows at once
--- could deadlock with a renewal of several); such a run, like a fenced-off one, inserts
--- nothing here and appends alone, where it waits for the row as append_fenced does.
--- A different record at a taken seq aborts the whole statement (seq NULL) and each run
--- then appends alone, so a conflict is reported to its own run only. Returns the rows
--- inserted per run.
+-- record); a row whose $6 is true belongs to a fenced run, inserted only while that run's
+-- epoch is still the one $4/$5 give it (FOR SHARE, as append_fenced). SKIP LOCKED: a runs
+-- row that a claim or a lease renewal is updating right now is left out instead of waited
+-- for (waiting on several rows at once could deadlock with a renewal of several); such a
+-- run, like a fenced-off one, inserts nothing here and appends alone, where it waits for
+-- the row as append_fenced does. Returns the fenced runs that passed their fence: every
+-- other run's rows all landed. A plain INSERT (no ON CONFLICT, no row-wise RETURNING:
+-- together they were half the server's CPU a row, and `= ANY(runs)` grew with runs x rows):
+-- any taken seq, a retry's or a conflict's, aborts the whole statement and each run then
+-- appends alone, so a conflict is reported to its own run only.
 WITH fence AS (
     SELECT runs.run_id FROM runs
-    JOIN unnest($5::text[], $6::bigint[]) AS f(run_id, epoch)
+    JOIN unnest($4::text[], $5::bigint[]) AS f(run_id, epoch)
       ON runs.run_id = f.run_id AND runs.epoch = f.epoch
     FOR SHARE OF runs SKIP LOCKED
 ), ins AS (
     INSERT INTO run_log (run_id, seq, record)
     SELECT e.run_id, e.seq, e.record
-    FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS e(run_id, seq, record)
-    WHERE e.run_id = ANY($4::text[]) OR e.run_id IN (SELECT run_id FROM fence)
-    ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
-    WHERE run_log.record IS DISTINCT FROM EXCLUDED.record
-    RETURNING run_id
+    FROM unnest($1::text[], $2::bigint[], $3::bytea[], $6::boolean[])
+      AS e(run_id, seq, record, fenced)
+    WHERE NOT e.fenced OR e.run_id IN (SELECT run_id FROM fence)
 )
-SELECT run_id, count(*)::int FROM ins GROUP BY run_id;
+SELECT run_id FROM fence;
 
 -- name: notify_appends
 -- Tell the event streams of every replica which runs grew ('run_id:last seq' each), in one
