@@ -40,6 +40,7 @@ from tether.records import (
     run_finished,
     run_paused,
     run_waiting,
+    set_value,
 )
 from tether.steps import STOPS_NODE
 from tether.store.base import Status
@@ -602,7 +603,7 @@ class RunExecutor:
             # to compare, no joins to resolve.
             key = one.key if one.key is not None else "0"
             spec = NodeSpec(node_id=child_id(node_id, key), kind=one.kind, parent_ids=[node_id])
-            spec.input.CopyFrom(await self.codec.encode(one.input))
+            set_value(spec.input, await self.codec.encode(one.input))
             return [spec]
         keys = [s.key if s.key is not None else str(i) for i, s in enumerate(spawns)]
         if len(set(keys)) != len(keys):
@@ -621,7 +622,7 @@ class RunExecutor:
                 parents = [child_id(node_id, a) for a in s.after]
             if isinstance(s, Spawn):
                 spec = NodeSpec(node_id=child_id(node_id, key), kind=s.kind, parent_ids=parents)
-                spec.input.CopyFrom(await self.codec.encode(s.input))
+                set_value(spec.input, await self.codec.encode(s.input))
             else:
                 spec = await wait_spec(node_id, s, parents, self.codec, now_us())
             specs.append(spec)

@@ -17,6 +17,7 @@ from tether.records import (
     RunStarted,
     StepRecorded,
     WaitSpec,
+    at_us_of,
     body_of,
     waiting_reason,
 )
@@ -328,7 +329,7 @@ class Graph:
                 raise GraphError("is a node_completed before run_started")
             self._check_completed(nid, many, nc)
         self.next_seq += 1
-        at = record.at_us
+        at = record.at_us or nc.finished_at_us  # a slim record's time (records.at_us_of)
         if at > self.last_at_us:
             self.last_at_us = at
         finished[nid] = nc
@@ -358,7 +359,7 @@ class Graph:
         if not checked:
             self.check(record)
         self.next_seq += 1
-        at = record.at_us
+        at = at_us_of(record)
         previous_at = self.last_at_us
         if at > self.last_at_us:
             self.last_at_us = at
