@@ -38,7 +38,7 @@ async def test_a_conversation_written_whole_and_slim_loads_into_equal_graphs(
     assert set(new.nodes) == set(old.nodes) and new.result_node == old.result_node
     for nid in old.nodes:
         assert new.spec(nid).kind == old.spec(nid).kind
-        assert new.spec(nid).parent_ids == old.spec(nid).parent_ids
+        assert new.parents_of(nid) == old.parents_of(nid) == tuple(old.spec(nid).parent_ids)
         was, now = node_view(old, nid), node_view(new, nid)
         assert {k: now.get(k) for k in SAME} == {k: was.get(k) for k in SAME}
         assert 0 < now["started_at_us"] <= now["finished_at_us"]
@@ -81,3 +81,33 @@ def test_slim_records_leave_out_what_the_reader_derives() -> None:
         assert was.pop("parent_ids", []) == list(nc.parent_ids)  # none for the root
         assert now == was
         assert len(r.encode(slim)) < len(r.encode(whole))
+
+
+def _run_with(spawned: list[r.NodeSpec]) -> Graph:
+    """A run whose root spawns `spawned`, then each spawned node completes in turn."""
+    graph = Graph("g")
+    graph.apply(r.run_started("a", r.json_value(None), entry="k", root_id="root"))
+    for node_id in ["root", *[s.node_id for s in spawned]]:
+        spec = graph.spec(node_id)
+        kids = spawned if node_id == "root" else []
+        graph.apply(
+            r.node_completed(spec, output=r.Value(), spawned=kids, blobs=(), used=r.BudgetUsed(),
+                             attempt=1, started_at_us=1)
+        )  # fmt: skip
+    return graph
+
+
+def test_a_spawned_spec_without_its_one_parent_has_the_node_that_spawned_it() -> None:
+    whole = [r.NodeSpec(node_id="a", kind="k", parent_ids=["root"]),
+             r.NodeSpec(node_id="b", kind="k", parent_ids=["root"]),
+             r.NodeSpec(node_id="j", kind="k", parent_ids=["a", "b"])]  # fmt: skip
+    slim = [r.NodeSpec(node_id="a", kind="k"), r.NodeSpec(node_id="b", kind="k"), whole[2]]
+    one_whole = _run_with(whole[:1])
+    one_slim = _run_with(slim[:1])  # the fast path: one successor
+    for old, new in [(_run_with(whole), _run_with(slim)), (one_whole, one_slim)]:
+        assert list(new.nodes) == list(old.nodes) and new.order == old.order
+        for nid in old.nodes:
+            assert new.parents_of(nid) == old.parents_of(nid) == tuple(old.spec(nid).parent_ids)
+            assert node_view(new, nid)["parent_ids"] == node_view(old, nid)["parent_ids"]
+    assert _run_with(slim).parents_of("j") == ("a", "b")
+    assert _run_with(slim).parents_of("root") == ()

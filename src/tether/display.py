@@ -131,7 +131,7 @@ def graph_tree(graph: Graph, title: str | None = None) -> Tree:
             extra = f"  {tokens} tok" if tokens else ""
             if nc.used.rate_wait_ms:
                 extra += f"  rate wait {nc.used.rate_wait_ms} ms"
-            parents = state.spec.parent_ids  # a slim record leaves its spec's parents out
+            parents = graph.parents_of(nid)
             joins = f"  joins {len(parents)}" if len(parents) > 1 else ""
             text = Text(
                 f"{state.spec.kind} {nid[:8]}  {nc.used.wall_ms} ms{extra}{joins}", style="green"

@@ -102,6 +102,8 @@ class Graph:
         # Every spawned node's spec; the records of completed (in record order) and failed
         # nodes; how many parents a node still waits for (only while more than 0).
         self._specs: dict[str, NodeSpec] = {}
+        # The node that spawned each node whose slim spec leaves out that one parent.
+        self._spawners: dict[str, str] = {}
         self._done: dict[str, NodeCompleted] = {}
         self._failed: dict[str, NodeFailed] = {}
         self._waiting: dict[str, int] = {}
@@ -164,8 +166,17 @@ class Graph:
         return self._steps.get(node_id)
 
     def spec(self, node_id: str) -> NodeSpec:
-        """The spec of a spawned node (KeyError if none)."""
+        """The spec of a spawned node (KeyError if none); its parents: `parents_of`."""
         return self._specs[node_id]
+
+    def parents_of(self, node_id: str) -> tuple[str, ...]:
+        """The ids of the nodes a node waited for: its spec's parents, or the node that
+        spawned it when a slim spec leaves that one parent out (KeyError if never spawned)."""
+        parents = self._specs[node_id].parent_ids
+        if parents:
+            return tuple(parents)
+        spawner = self._spawners.get(node_id)
+        return () if spawner is None else (spawner,)
 
     def pending_specs(self) -> list[tuple[str, NodeSpec]]:
         """(node id, spec) of the spawned nodes not completed yet that a handler must
@@ -346,9 +357,12 @@ class Graph:
             if children is not None:
                 self._release(children, became)
         if plain is not None:
-            specs[plain[1]] = plain[0]
-            ready[plain[1]] = None
-            became.append(plain[1])
+            spec, sid = plain
+            specs[sid] = spec
+            if not spec.parent_ids:  # a slim spec: its one parent is `nid`
+                self._spawners[sid] = nid
+            ready[sid] = None
+            became.append(sid)
         elif many:
             became += self._add(many, nid)
         return became
@@ -450,6 +464,8 @@ class Graph:
                     waiting += 1
                     self._waiters.setdefault(parent, []).append(sid)
             specs[sid] = spec
+            if done and not spec.parent_ids:  # a slim spec: its one parent is `done`
+                self._spawners[sid] = done
             is_wait = spec.HasField("wait")
             if is_wait:
                 self.waits[spec.wait.key] = sid
@@ -473,16 +489,23 @@ def _split_spawned(
 ) -> tuple[tuple[NodeSpec, str] | None, list[_Spawned]]:
     """The spawns of node `nid` as (the common one, the others). The common spawn needs
     no more checking: one new node, not a wait, whose only parent is the node just
-    recorded (a chain's next step, an agent's next turn). Read by index: iterating a
-    repeated field ends in an IndexError, built and dropped."""
+    recorded (a chain's next step, an agent's next turn), named (older records) or left
+    out (slim ones). Read by index: iterating a repeated field ends in an IndexError,
+    built and dropped."""
     if len(spawned) != 1:
         return None, _unpack(spawned) if spawned else []
     spec = spawned[0]
     sid, parents = spec.node_id, spec.parent_ids
-    if len(parents) == 1 and parents[0] == nid and sid not in specs and not spec.HasField("wait"):
+    if (
+        (not parents or (len(parents) == 1 and parents[0] == nid))
+        and sid not in specs
+        and not spec.HasField("wait")
+    ):
         return (spec, sid), []
     return None, [(spec, sid, parents)]
 
 
 def _unpack(specs: Iterable[NodeSpec]) -> list[_Spawned]:
+    """(spec, id, parents) of spawned specs; a slim spec's one parent, left out, is the
+    node that spawned them, which `_add` counts as recorded."""
     return [(spec, spec.node_id, spec.parent_ids) for spec in specs]

@@ -45,7 +45,7 @@ def node_view(graph: Graph, node_id: str, *, outputs: bool = False) -> dict[str,
     view: dict[str, Any] = {
         "node_id": node_id,
         "kind": state.spec.kind,
-        "parent_ids": list(state.spec.parent_ids),
+        "parent_ids": list(graph.parents_of(node_id)),
         "status": "pending",
     }
     if state.failed is not None:
@@ -203,6 +203,8 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
             )
             if nc.parent_ids:  # an older record; a slim one leaves its spec's parents out
                 view["parent_ids"] = list(nc.parent_ids)
+            for spec in view["spawned"]:  # a slim spec leaves out its one parent: this node
+                spec["parent_ids"] = spec["parent_ids"] or [nc.node_id]
             if nc.HasField("wait"):
                 view["event"] = _outcome_view(nc.wait)
         case "node_failed":

@@ -401,7 +401,7 @@ async def conversation_of(graph: Graph, codec: ValueCodec) -> list[Message]:
         raise ValueError(f"run {graph.run_id} has no final answer yet ({graph.status})")
 
     def parents_of(node_id: str) -> tuple[str, ...]:
-        return tuple(graph.spec(node_id).parent_ids)
+        return graph.parents_of(node_id)
 
     def kind_of(node_id: str) -> str:
         return graph.spec(node_id).kind
