@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests import slim_agents
 from tests.test_records import read_golden
 from tether import records as r
@@ -55,23 +57,19 @@ async def test_a_conversation_written_whole_and_slim_loads_into_equal_graphs(
     assert sum(map(len, slim)) < 0.8 * sum(map(len, whole))
 
 
-def test_slim_records_leave_out_what_the_reader_derives() -> None:
+def test_slim_records_leave_out_what_the_reader_derives(monkeypatch: pytest.MonkeyPatch) -> None:
     rows = read_golden("v1_agent.log")
     for seq, whole in enumerate(r.decode_log(slim_agents.RUN_ID, rows)):
         if not whole.HasField("node_completed"):
             continue
         nc = whole.node_completed
         spec = r.NodeSpec(node_id=nc.node_id, kind=nc.kind, parent_ids=nc.parent_ids)
-        with_clock = r.now_us
-        try:
-            r.now_us = lambda: nc.finished_at_us  # type: ignore[assignment]
-            slim = r.node_completed(
-                spec, output=nc.output, spawned=nc.spawned, blobs=nc.blobs, used=nc.used,
-                attempt=nc.attempt, started_at_us=nc.started_at_us,
-                is_result=nc.is_result, fallback=nc.fallback,
-            )  # fmt: skip
-        finally:
-            r.now_us = with_clock  # type: ignore[assignment]
+        monkeypatch.setattr(r, "now_us", lambda at=nc.finished_at_us: at)  # written then
+        slim = r.node_completed(
+            spec, output=nc.output, spawned=nc.spawned, blobs=nc.blobs, used=nc.used,
+            attempt=nc.attempt, started_at_us=nc.started_at_us,
+            is_result=nc.is_result, fallback=nc.fallback,
+        )  # fmt: skip
         s = slim.node_completed
         assert slim.at_us == 0 and not s.parent_ids and s.attempt == 0
         assert r.at_us_of(slim) == r.at_us_of(whole) == whole.at_us
