@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import assert_never
 
 from tether import clock, faults, metrics
@@ -23,13 +24,25 @@ from tether.graph import Graph
 from tether.records import Record, body_of, encode, label_of, waiting_reason
 from tether.status import Status
 from tether.store.base import RunInfo, Store
-from tether.store.forks import Origin, Segment
+from tether.store.forks import NewRun, Origin, Segment
 
 log = logging.getLogger("tether.writer")
 
 # The first pause after a failed attempt; it doubles up to the cap.
 FIRST_DELAY_S = 0.05
 MAX_DELAY_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class NewFork:
+    """A fork to record (`RecordWriter.create_forks`): its row, its seq 0, where it came
+    from, the ranges of its source it references and its own records by seq."""
+
+    info: RunInfo
+    head: Record
+    origin: Origin
+    segments: Sequence[Segment]
+    own: Mapping[int, Record] = field(default_factory=dict)
 
 
 class RecordWriter:
@@ -71,37 +84,36 @@ class RecordWriter:
         self.events.record(info.run_id, 0, record)
         return graph
 
-    async def create_fork(
-        self,
-        info: RunInfo,
-        head: Record,
-        origin: Origin,
-        segments: Sequence[Segment],
-        own: Mapping[int, Record],
-    ) -> None:
-        """Record a fork: its row, its RunStarted at seq 0, its own records at their seqs
-        and its references to the rows it shares, in one transaction (`tether.store.forks`).
+    async def create_forks(self, forks: Sequence[NewFork]) -> None:
+        """Record forks, a fork and the forks of its sub-agent runs: for each its row, its
+        RunStarted at seq 0, its own records at their seqs and its references to the rows it
+        shares, all in one transaction (`tether.store.forks`): a family is written whole or
+        not at all, so a refused fork leaves no queued sub-agent fork behind.
 
         Nothing is applied: a fork is read back from the store when it is taken up. RunExists
-        if the id is taken (unless by this very call's first attempt, as `create` says).
+        if an id is taken (unless by this very call's first attempt, as `create` says).
         """
-        Graph(info.run_id).check(head)
-        data = encode(head)
-        entries = [(seq, encode(record)) for seq, record in sorted(own.items())]
+        runs = []
+        for fork in forks:
+            Graph(fork.info.run_id).check(fork.head)
+            entries = [(seq, encode(record)) for seq, record in sorted(fork.own.items())]
+            runs.append(NewRun(fork.info, encode(fork.head), fork.origin, fork.segments, entries))
+        first = runs[0]
         give_up = clock.monotonic() + self.retry_s
 
         async def again() -> None:
             try:
-                await self.store.forks.create(info, data, origin, segments, entries)
+                await self.store.forks.create_runs(runs)
             except RunExists:
-                if await self._seq0(info.run_id) != data:
+                if await self._seq0(first.info.run_id) != first.first_record:
                     raise
 
         try:
-            await self.store.forks.create(info, data, origin, segments, entries)
+            await self.store.forks.create_runs(runs)
         except StoreUnavailable as exc:
-            await self._retrying(info.run_id, "fork", exc, give_up, again)
-        self.events.record(info.run_id, 0, head)
+            await self._retrying(first.info.run_id, "fork", exc, give_up, again)
+        for fork in forks:
+            self.events.record(fork.info.run_id, 0, fork.head)
 
     async def _seq0(self, run_id: str) -> bytes | None:
         rows = await self.store.log.read(run_id, after_seq=-1)
