@@ -11,9 +11,12 @@ import pytest
 from tests.agents import EXECUTIONS, uid
 from tests.test_subagents import GATE, REACHED, child
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
+from tether.errors import RunExists
+from tether.fork import fork
 from tether.ids import child_run_id
 from tether.ops.retention import delete_run
 from tether.records import decode_log
+from tether.store.base import RunFilter, RunInfo
 
 family = Registry("test.fork.family", entry="plan")
 
@@ -124,3 +127,24 @@ async def test_a_finished_child_stays_finished_and_outlives_its_source(store: St
     outcome = await runtime.resume(fork_id)
     assert (outcome.status, outcome.result) == (Status.SUCCEEDED, source.result)
     assert not [k for k in EXECUTIONS if k.startswith(f"{forked_child}:")]
+
+
+async def test_a_refused_fork_leaves_no_sub_agent_fork_behind(store: Store) -> None:
+    """The fork and its sub-agent runs' forks are one transaction: when the fork's own row
+    is refused (its id is taken), none of its children's forks is created either; they would
+    sit queued under a parent that is not theirs, and nothing would ever claim them."""
+    p, taken = uid("famrefused"), uid("famtaken")
+    runtime = Runtime(store)
+    source = await runtime.start(family, {"n": 2, "gate": None}, run_id=p)
+    assert source.status is Status.SUCCEEDED
+    await store.runs.create(RunInfo(taken, "other", Status.SUCCEEDED), b"its own seq 0")
+    records = await records_of(store, p)
+    delegate_id = next(n.node_id for n in records[1].node_completed.spawned if n.kind == "delegate")
+    with pytest.raises(RunExists):
+        await fork(runtime, p, at_seq=len(records) - 2, new_id=taken)
+    assert await store.runs.list(where=RunFilter(parent_run_id=taken)) == []
+    assert await store.runs.get(child_run_id(taken, delegate_id, "")) is None
+    # The same fork under a free id creates the family whole.
+    fork_id = await runtime.fork(p, at_seq=len(records) - 2)
+    forked = await store.runs.get(child_run_id(fork_id, delegate_id, ""))
+    assert forked is not None and forked.status is Status.SUCCEEDED

@@ -40,6 +40,7 @@ from tether.records import (
 )
 from tether.store.base import RunInfo, Status
 from tether.store.forks import Origin, plan_segments
+from tether.writer import NewFork
 
 if TYPE_CHECKING:
     from tether.runtime import Runtime
@@ -90,9 +91,11 @@ async def fork(
     # On the version its prefix ends on: claimed by workers of that version (pinning).
     version = await _version_at(runtime, run_id, seq, head) or None
     info = RunInfo(fork_id, head.run_started.agent, Status.QUEUED, agent_version=version)
-    # Sub-agent runs first: once the fork is queued a worker may run its nodes.
-    await fork_children(runtime, run_id, fork_id, seq)
-    await runtime.writer.create_fork(info, head, Origin(run_id, seq), segments, own)
+    # With its sub-agent runs' forks, in one transaction: a worker that claims the fork
+    # finds them, and a fork refused (say its source is being deleted) leaves none behind.
+    family = await fork_children(runtime, run_id, fork_id, seq)
+    fork_ = NewFork(info, head, Origin(run_id, seq), segments, own)
+    await runtime.writer.create_forks([fork_, *family])
     await runtime.store.leases.notify()
     return fork_id
 

@@ -27,6 +27,7 @@ from tether.records import Record, copy_of, decode_log
 from tether.status import Status
 from tether.store.base import RunFilter, RunInfo
 from tether.store.forks import Origin, plan_segments
+from tether.writer import NewFork
 
 if TYPE_CHECKING:
     from tether.runtime import Runtime
@@ -36,9 +37,11 @@ PAGE = 500
 
 async def fork_children(
     runtime: Runtime, source_id: str, fork_id: str, upto_seq: int, until_us: int | None = None
-) -> int:
-    """Fork the sub-agent runs of `source_id` (and theirs) under `fork_id`, `fork_id` being
-    a fork of `source_id` at `upto_seq`; return how many runs were forked."""
+) -> list[NewFork]:
+    """The forks of the sub-agent runs of `source_id` (and theirs) to create under
+    `fork_id`, `fork_id` being a fork of `source_id` at `upto_seq`: each run before its
+    own sub-agent runs. Nothing is written here: the caller records the whole family in one
+    transaction (`RecordWriter.create_forks`)."""
     store = runtime.store
     children: list[RunInfo] = []
     while page := await store.runs.list(
@@ -46,12 +49,12 @@ async def fork_children(
     ):
         children += page
     if not children:
-        return 0
+        return []
     prefix = decode_log(source_id, await store.log.read_all(source_id))[: upto_seq + 1]
     done = {r.node_completed.node_id for r in prefix if r.HasField("node_completed")}
     if until_us is None:
         until_us = max(r.at_us for r in prefix)
-    forked = 0
+    family: list[NewFork] = []
     for child in children:
         records = decode_log(child.run_id, await store.log.read_all(child.run_id))
         if parent_node_of(child.run_id, source_id) in done:
@@ -61,10 +64,9 @@ async def fork_children(
         if cut is None:
             continue  # nothing recorded by then: the fork's node starts it
         new_id = fork_id + child.run_id[len(source_id) :]
-        forked += await fork_children(runtime, child.run_id, new_id, cut, until_us)
-        await _fork_one(runtime, child, records, cut, fork_id, new_id)
-        forked += 1
-    return forked
+        family.append(await _fork_one(runtime, child, records, cut, fork_id, new_id))
+        family += await fork_children(runtime, child.run_id, new_id, cut, until_us)
+    return family
 
 
 def version_of(records: Sequence[Record]) -> str:
@@ -79,7 +81,7 @@ def version_of(records: Sequence[Record]) -> str:
 
 async def _fork_one(
     runtime: Runtime, child: RunInfo, records: Sequence[Record], cut: int, fork_id: str, new_id: str
-) -> None:
+) -> NewFork:
     head = copy_of(records[0])
     rs = head.run_started
     rs.parent_run_id, rs.forked_from_run_id, rs.forked_from_seq = fork_id, child.run_id, cut
@@ -93,4 +95,4 @@ async def _fork_one(
         new_id, child.agent, status, parent_run_id=fork_id, reason=reason, agent_version=version
     )
     segments = plan_segments(child.run_id, await runtime.store.forks.segments(child.run_id), cut)
-    await runtime.writer.create_fork(info, head, Origin(child.run_id, cut), segments, {})
+    return NewFork(info, head, Origin(child.run_id, cut), segments)

@@ -443,10 +443,7 @@ class Runtime:
         executor = RunExecutor(self, graph, registry, epoch=epoch)
         moved = registry.version if graph.agent_version not in ("", registry.version) else ""
         resumed = run_resumed(self.owner, epoch, limits, version=moved)
-        await self.writer.write(graph, resumed, epoch=epoch)
-        await self.store.runs.set_status(
-            graph.run_id, Status.RUNNING, epoch=epoch, version=moved or None
-        )
+        await self.writer.resume(graph, resumed, epoch=epoch, version=moved or None)
         return await executor.execute()
 
     async def registry_for(self, graph: Graph) -> Registry:

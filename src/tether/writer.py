@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import assert_never
 
 from tether import clock, faults, metrics
@@ -23,13 +24,25 @@ from tether.graph import Graph
 from tether.records import Record, body_of, encode, label_of, waiting_reason
 from tether.status import Status
 from tether.store.base import RunInfo, Store
-from tether.store.forks import Origin, Segment
+from tether.store.forks import NewRun, Origin, Segment
 
 log = logging.getLogger("tether.writer")
 
 # The first pause after a failed attempt; it doubles up to the cap.
 FIRST_DELAY_S = 0.05
 MAX_DELAY_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class NewFork:
+    """A fork to record (`RecordWriter.create_forks`): its row, its seq 0, where it came
+    from, the ranges of its source it references and its own records by seq."""
+
+    info: RunInfo
+    head: Record
+    origin: Origin
+    segments: Sequence[Segment]
+    own: Mapping[int, Record] = field(default_factory=dict)
 
 
 class RecordWriter:
@@ -71,37 +84,36 @@ class RecordWriter:
         self.events.record(info.run_id, 0, record)
         return graph
 
-    async def create_fork(
-        self,
-        info: RunInfo,
-        head: Record,
-        origin: Origin,
-        segments: Sequence[Segment],
-        own: Mapping[int, Record],
-    ) -> None:
-        """Record a fork: its row, its RunStarted at seq 0, its own records at their seqs
-        and its references to the rows it shares, in one transaction (`tether.store.forks`).
+    async def create_forks(self, forks: Sequence[NewFork]) -> None:
+        """Record forks, a fork and the forks of its sub-agent runs: for each its row, its
+        RunStarted at seq 0, its own records at their seqs and its references to the rows it
+        shares, all in one transaction (`tether.store.forks`): a family is written whole or
+        not at all, so a refused fork leaves no queued sub-agent fork behind.
 
         Nothing is applied: a fork is read back from the store when it is taken up. RunExists
-        if the id is taken (unless by this very call's first attempt, as `create` says).
+        if an id is taken (unless by this very call's first attempt, as `create` says).
         """
-        Graph(info.run_id).check(head)
-        data = encode(head)
-        entries = [(seq, encode(record)) for seq, record in sorted(own.items())]
+        runs = []
+        for fork in forks:
+            Graph(fork.info.run_id).check(fork.head)
+            entries = [(seq, encode(record)) for seq, record in sorted(fork.own.items())]
+            runs.append(NewRun(fork.info, encode(fork.head), fork.origin, fork.segments, entries))
+        first = runs[0]
         give_up = clock.monotonic() + self.retry_s
 
         async def again() -> None:
             try:
-                await self.store.forks.create(info, data, origin, segments, entries)
+                await self.store.forks.create_runs(runs)
             except RunExists:
-                if await self._seq0(info.run_id) != data:
+                if await self._seq0(first.info.run_id) != first.first_record:
                     raise
 
         try:
-            await self.store.forks.create(info, data, origin, segments, entries)
+            await self.store.forks.create_runs(runs)
         except StoreUnavailable as exc:
-            await self._retrying(info.run_id, "fork", exc, give_up, again)
-        self.events.record(info.run_id, 0, head)
+            await self._retrying(first.info.run_id, "fork", exc, give_up, again)
+        for fork in forks:
+            self.events.record(fork.info.run_id, 0, fork.head)
 
     async def _seq0(self, run_id: str) -> bytes | None:
         rows = await self.store.log.read(run_id, after_seq=-1)
@@ -156,7 +168,6 @@ class RecordWriter:
         status, reason = ending_of(record)
         # A parked run is claimed again at its earliest deadline (None: only an event).
         wake_at = record.run_waiting.wake_at_us / 1e6 or None
-        give_up = clock.monotonic() + self.retry_s
         released = False
 
         async def once() -> None:
@@ -168,13 +179,48 @@ class RecordWriter:
             )
             faults.hit("after_append")
 
-        try:
-            await once()
-        except StoreUnavailable as exc:
-            await self._retrying(graph.run_id, "finish", exc, give_up, once)
+        await self._durably(graph.run_id, "finish", once)
         graph.apply(record, checked=True)
         self.events.record(graph.run_id, seq, record)
         return released
+
+    async def resume(
+        self, graph: Graph, record: Record, *, epoch: int | None = None, version: str | None = None
+    ) -> int:
+        """Record that a run is taken up again: its RunResumed with its status RUNNING in the
+        runs table (and the version it moved to, if any), in one transaction; apply, publish.
+
+        One commit where a record and a status change took two, and nobody sees a running
+        row whose log does not say who took it up. StaleEpoch (nothing written) if fenced
+        off; ConflictingRecord as `write` says. Returns the record's seq.
+        """
+        graph.check(record)
+        seq, data = graph.next_seq, encode(record)
+        started = time.perf_counter()
+
+        async def once() -> None:
+            faults.hit("before_append")
+            await self.store.runs.set_status(
+                graph.run_id, Status.RUNNING, epoch=epoch, version=version, record=(seq, data)
+            )
+            faults.hit("after_append")
+
+        await self._durably(graph.run_id, "resume", once)
+        if (m := metrics.active) is not None:
+            m.appended("run_resumed", 1, time.perf_counter() - started)
+        graph.apply(record, checked=True)
+        self.events.record(graph.run_id, seq, record)
+        return seq
+
+    async def _durably(
+        self, run_id: str, what: str, attempt: Callable[[], Awaitable[None]]
+    ) -> None:
+        """`attempt()`, then again while the store is unavailable, up to `retry_s`."""
+        give_up = clock.monotonic() + self.retry_s
+        try:
+            await attempt()
+        except StoreUnavailable as exc:
+            await self._retrying(run_id, what, exc, give_up, attempt)
 
     async def append(
         self,

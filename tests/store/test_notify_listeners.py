@@ -16,11 +16,12 @@ def _notifier(store: PostgresStore) -> AppendNotifier:
 
 
 async def _settled(notifier: AppendNotifier) -> None:
-    """Until the notifier's current send is over."""
-    for _ in range(200):
+    """Until the notifier's current send is over (a send still going after 10 s fails)."""
+    for _ in range(1000):
         await asyncio.sleep(0.01)
         if (notifier._task is None or notifier._task.done()) and not notifier._pending:
             return
+    raise AssertionError("the notifier's send was still going after 10 s")
 
 
 @contextlib.asynccontextmanager

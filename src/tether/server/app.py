@@ -21,6 +21,7 @@ from tether.server.events import StreamSettings
 from tether.server.headers import SecurityHeaders
 from tether.server.launch import Launcher
 from tether.server.limits import BodyLimit, Limits, StartGate
+from tether.server.listing import UsageCache
 from tether.server.routes import exception_handlers, routes
 from tether.server.session import DEFAULT_TTL_S, Sessions
 from tether.server.views import Publisher
@@ -56,6 +57,7 @@ class TetherServer:
         self.sessions = Sessions.for_token(token, session_ttl_s)
         self.publish = Publisher(self.sessions.key)
         self.wakeups = Wakeups()
+        self.usage = UsageCache()
         self.closing = asyncio.Event()
         self.streams_open = 0
         self._listener: LogListener | None = None

@@ -3,10 +3,17 @@
 The console asks for top-level runs with `children=1&usage=1`: each row then carries
 what it used so far (from its log) and its sub-agent runs, which the console nests
 under it. Plain callers get the rows as the runs table has them, which costs one query.
+
+Usage is read off each run's log, so one request reads at most `MAX_USAGE_LOADS` logs
+(a page of 500 runs with 100 sub-agent runs each would read 50,500): the rows past that
+carry `"usage": null` and the answer says `"usage_partial": true`. A finished run's usage
+never changes, so it is kept (`UsageCache`) and costs no read the next time the console
+refreshes.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -25,6 +32,29 @@ if TYPE_CHECKING:
 # Sub-agent runs shown under one run; a run with more says so with `children_more`.
 MAX_CHILDREN = 100
 FLAGS = ("top", "usage", "children")
+# Logs one request reads for usage; finished runs' usage kept, this many.
+MAX_USAGE_LOADS = 200
+USAGE_CACHE_SIZE = 10_000
+
+
+class UsageCache:
+    """Finished runs' usage by run id, the most recently used `size` of them."""
+
+    def __init__(self, size: int = USAGE_CACHE_SIZE) -> None:
+        self.size = size
+        self._kept: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def get(self, run_id: str) -> dict[str, Any] | None:
+        usage = self._kept.get(run_id)
+        if usage is not None:
+            self._kept.move_to_end(run_id)
+        return usage
+
+    def keep(self, run_id: str, usage: dict[str, Any]) -> None:
+        self._kept[run_id] = usage
+        self._kept.move_to_end(run_id)
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
 
 
 def urls(run_id: str) -> dict[str, str]:
@@ -72,6 +102,28 @@ async def usage_view(server: TetherServer, run_id: str) -> dict[str, Any]:
     }
 
 
+class _Usage:
+    """Usage for one request's rows: kept ones first, then up to MAX_USAGE_LOADS reads."""
+
+    def __init__(self, server: TetherServer) -> None:
+        self.server = server
+        self.loads = 0
+        self.partial = False
+
+    async def of(self, info: RunInfo) -> dict[str, Any] | None:
+        kept = self.server.usage.get(info.run_id)
+        if kept is not None:
+            return kept
+        if self.loads >= MAX_USAGE_LOADS:
+            self.partial = True
+            return None
+        self.loads += 1
+        usage = await usage_view(self.server, info.run_id)
+        if info.status.finished:
+            self.server.usage.keep(info.run_id, usage)
+        return usage
+
+
 async def list_runs(request: Request) -> Response:
     server = server_of(request)
     q = request.query_params
@@ -98,9 +150,10 @@ async def list_runs(request: Request) -> Response:
     now = await server.store.runs.clock()
     rows = await with_waiting(server.store, rows[:limit])
     origins = await server.store.forks.origins([info.run_id for info in rows])
+    usage = _Usage(server) if flags["usage"] else None
     runs = []
     for info in rows:
-        view = await _view(server, info, now, usage=flags["usage"], origin=origins.get(info.run_id))
+        view = await _view(server, info, now, usage=usage, origin=origins.get(info.run_id))
         if flags["children"]:
             children = await server.store.runs.list(
                 where=RunFilter(run_id_prefix=info.run_id + "."), limit=MAX_CHILDREN + 1
@@ -109,19 +162,27 @@ async def list_runs(request: Request) -> Response:
             # extend this one's is not among them.
             children = [c for c in children if c.parent_run_id]
             view["children"] = [
-                await _view(server, c, now, usage=flags["usage"]) for c in children[:MAX_CHILDREN]
+                await _view(server, c, now, usage=usage) for c in children[:MAX_CHILDREN]
             ]
             view["children_more"] = len(children) > MAX_CHILDREN
         runs.append(view)
-    return JSONResponse({"runs": runs, "next": next_url})
+    answer: dict[str, Any] = {"runs": runs, "next": next_url}
+    if usage is not None:
+        answer["usage_partial"] = usage.partial
+    return JSONResponse(answer)
 
 
 async def _view(
-    server: TetherServer, info: RunInfo, now: float, *, usage: bool, origin: Origin | None = None
+    server: TetherServer,
+    info: RunInfo,
+    now: float,
+    *,
+    usage: _Usage | None,
+    origin: Origin | None = None,
 ) -> dict[str, Any]:
     view = row_view(info, now, origin)
-    if usage:
-        view["usage"] = await usage_view(server, info.run_id)
+    if usage is not None:
+        view["usage"] = await usage.of(info)
     return server.publish.view(view, info.run_id)
 
 

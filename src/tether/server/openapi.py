@@ -42,7 +42,11 @@ def _op(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]
 
 _LIST_FLAGS = (
     ("top", "only top-level runs (no sub-agent runs)"),
-    ("usage", "each row gets `usage`: nodes, tokens, cost and wall time so far"),
+    (
+        "usage",
+        "each row gets `usage`: nodes, tokens, cost and wall time so far (at most 200 logs "
+        "are read per request: rows past that get `usage: null` and `usage_partial` is true)",
+    ),
     ("children", "each row gets `children`: its sub-agent runs, at any depth"),
 )
 
