@@ -11,7 +11,9 @@ Batching: nodes that complete in the same wakeup are appended in one multi-row I
 the executor; a fan-out of no-op siblings shows how much that lifts one run. Across runs
 the PostgreSQL store groups appends made while others are in flight into one statement
 (`store/postgres_group.py`); a bench-only flusher without fencing or judgement shows what
-a bare group INSERT reaches against the same single-row floor.
+a bare group INSERT reaches against the same single-row floor, and the same writers making
+the same appends through the store's log, without the executor, show what the store itself
+reaches (where the cap is: the store and PostgreSQL, or the executor around them).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from bench.common import (
     timed_log,
 )
 from tether.runtime import Runtime
-from tether.store.base import Status
+from tether.store.base import LogStore, Status
 
 CONCURRENCY = (1, 10, 100, 1000)
 # Issue 12: with 100 and with 1,000 concurrent runs in one process, on PostgreSQL.
@@ -105,6 +107,20 @@ async def _group_commit(pool: asyncpg.Pool, tag: str, per_task: list[list[bytes]
     return time.perf_counter() - t0
 
 
+async def _store_appends(log: LogStore, tag: str, per_task: list[list[bytes]]) -> float:
+    """Wall seconds for the same writers appending their records one by one through the log."""
+
+    async def task(i: int, records: list[bytes]) -> None:
+        for seq, record in enumerate(records):
+            await log.append(f"{tag}-{i}", [(seq, record)])
+
+    t0 = time.perf_counter()
+    async with asyncio.TaskGroup() as tg:
+        for i, records in enumerate(per_task):
+            tg.create_task(task(i, records))
+    return time.perf_counter() - t0
+
+
 async def _measure(settings: Settings) -> list[Line]:
     rows_target = settings.size(1000, 4000)
     store = await open_pg(settings)
@@ -145,6 +161,23 @@ async def _measure(settings: Settings) -> list[Line]:
                     extra={"cpu_us_per_record": cpu / records * 1e6, "cpu_share": cpu / wall},
                 )
             )
+            if runs in TARGET_RUNS:
+                cpu0 = time.process_time()
+                store_wall = await _store_appends(log.inner, f"store{runs}", per_task)
+                cpu = time.process_time() - cpu0
+                lines.append(
+                    Line(
+                        "throughput",
+                        f"store only: {runs:,} writers append through the log, rows/s",
+                        records / store_wall,
+                        "rec/s",
+                        f"{runs:,} tasks x bare 1-row INSERTs",
+                        records / floor_wall,
+                        note="the same appends without the executor (group commit, no "
+                        f"fencing); this process's CPU: {cpu / records * 1e6:.0f} us a record",
+                        extra={"cpu_us_per_record": cpu / records * 1e6},
+                    )
+                )
             if runs == CONCURRENCY[-1]:
                 gc_wall = await _group_commit(pool, f"gc{runs}", per_task)
                 lines.append(

@@ -64,15 +64,16 @@ async def check_run(
             registry = resolve_agent(graph.agent)
         except UnknownAgent as exc:
             return [Problem(run_id, "agent", str(exc))]
+    pending = _pending(graph)  # one walk of the run's nodes (a long run has thousands)
     first_of: dict[str, str] = {}  # each missing kind once, at its first pending node
-    for node_id, kind in _pending(graph):
+    for node_id, kind in pending:
         if registry.missing([kind]):
             first_of.setdefault(kind, node_id)
     lacks = f"agent {graph.agent!r} here has no handler for pending node kind"
     problems = [
         Problem(run_id, "kind", f"{lacks} {kind!r}", node_id) for kind, node_id in first_of.items()
     ]
-    nodes = await pending_nodes(graph, codec or ValueCodec(None))
+    nodes = await pending_nodes(graph, codec or ValueCodec(None), pending)
     for node in nodes:
         shape = registry.input_shape(node.kind)
         if shape is None or node.input is _UNREAD:
@@ -125,11 +126,14 @@ def _pending(graph: Graph) -> list[tuple[str, str]]:
     return [(node_id, spec.kind) for node_id, spec in graph.pending_specs()]
 
 
-async def pending_nodes(graph: Graph, codec: ValueCodec) -> list[PendingNode]:
-    """The run's pending nodes with their inputs decoded (`_UNREAD` where one cannot be read
-    here: kept in a blob store, or sealed, that this process has not configured)."""
+async def pending_nodes(
+    graph: Graph, codec: ValueCodec, pending: list[tuple[str, str]] | None = None
+) -> list[PendingNode]:
+    """The run's pending nodes (`pending`: their ids and kinds, if the caller has them) with
+    their inputs decoded (`_UNREAD` where one cannot be read here: kept in a blob store, or
+    sealed, that this process has not configured)."""
     nodes = []
-    for node_id, kind in _pending(graph):
+    for node_id, kind in _pending(graph) if pending is None else pending:
         try:
             decoded = await codec.decode(graph.spec(node_id).input)
         except TetherError:

@@ -87,9 +87,7 @@ async def upgrade(runtime: Runtime, run_id: str, to: str, *, ttl: float) -> Stat
         await _check_upgrade(runtime, graph, to)
         if graph.agent_version != to:
             record = run_resumed(runtime.owner, claim.epoch, version=to)
-            await runtime.writer.write(graph, record, epoch=claim.epoch)
-            await runtime.store.runs.set_status(run_id, Status.RUNNING, epoch=claim.epoch,
-                                                version=to)  # fmt: skip
+            await runtime.writer.resume(graph, record, epoch=claim.epoch, version=to)
     finally:
         status, reason, wake_at = back
         await runtime.store.leases.release(run_id, claim.epoch, status, reason, wake_at=wake_at)

@@ -367,6 +367,75 @@ class Graph:
             became += self._add(many, nid)
         return became
 
+    def replay(self, records: Iterable[Record]) -> None:
+        """Apply `records` in order: the same graph as `apply` on each in turn (and the same
+        GraphError at the same record, with the records before it applied).
+
+        Rehydration's loop. A node's record of the common shape (no wait, one plain
+        successor or none, nothing waiting on it) is applied inline here, with the graph's
+        fields held in locals and each protobuf field read once; any other record, and any
+        record that would not fit, goes through `apply`, which checks and raises.
+        """
+        specs, finished, ready = self._specs, self._done, self.ready
+        waiting, waiters, wait_ids = self._waiting, self._waiters, self._wait_ids
+        unsummed = self._unsummed.append
+        seq, last_at = self.next_seq, self.last_at_us
+        result = self.result_node
+        try:
+            for record in records:
+                nc = record.node_completed
+                nid = nc.node_id
+                if (
+                    not nid
+                    or nid not in specs
+                    or nid in finished
+                    or nid in waiting
+                    or nid in waiters
+                    or nid in wait_ids
+                    or self.started is None
+                ):
+                    seq, last_at, result = self._apply_one(record, seq, last_at, result)
+                    continue
+                spawned = nc.spawned
+                n = len(spawned)
+                if n:
+                    if n != 1:
+                        seq, last_at, result = self._apply_one(record, seq, last_at, result)
+                        continue
+                    spec = spawned[0]
+                    sid, parents = spec.node_id, spec.parent_ids
+                    if (
+                        len(parents) != 1
+                        or parents[0] != nid
+                        or sid in specs
+                        or spec.HasField("wait")
+                    ):
+                        seq, last_at, result = self._apply_one(record, seq, last_at, result)
+                        continue
+                    specs[sid] = spec
+                seq += 1
+                at = record.at_us
+                if at > last_at:
+                    last_at = at
+                finished[nid] = nc
+                if nid in ready:
+                    del ready[nid]
+                unsummed(nc)
+                if result is None and nc.is_result:
+                    result = nid
+                if n:
+                    ready[sid] = None
+        finally:
+            self.next_seq, self.last_at_us, self.result_node = seq, last_at, result
+
+    def _apply_one(
+        self, record: Record, seq: int, last_at: int, result: str | None
+    ) -> tuple[int, int, str | None]:
+        """`apply(record)` inside `replay`, with replay's locals written back around it."""
+        self.next_seq, self.last_at_us, self.result_node = seq, last_at, result
+        self.apply(record)
+        return self.next_seq, self.last_at_us, self.result_node
+
     def _apply_other(self, record: Record, checked: bool) -> list[str]:
         """Apply a record of any body but NodeCompleted."""
         body: Body | None = record.WhichOneof("body")

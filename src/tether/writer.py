@@ -168,7 +168,6 @@ class RecordWriter:
         status, reason = ending_of(record)
         # A parked run is claimed again at its earliest deadline (None: only an event).
         wake_at = record.run_waiting.wake_at_us / 1e6 or None
-        give_up = clock.monotonic() + self.retry_s
         released = False
 
         async def once() -> None:
@@ -180,13 +179,48 @@ class RecordWriter:
             )
             faults.hit("after_append")
 
-        try:
-            await once()
-        except StoreUnavailable as exc:
-            await self._retrying(graph.run_id, "finish", exc, give_up, once)
+        await self._durably(graph.run_id, "finish", once)
         graph.apply(record, checked=True)
         self.events.record(graph.run_id, seq, record)
         return released
+
+    async def resume(
+        self, graph: Graph, record: Record, *, epoch: int | None = None, version: str | None = None
+    ) -> int:
+        """Record that a run is taken up again: its RunResumed with its status RUNNING in the
+        runs table (and the version it moved to, if any), in one transaction; apply, publish.
+
+        One commit where a record and a status change took two, and nobody sees a running
+        row whose log does not say who took it up. StaleEpoch (nothing written) if fenced
+        off; ConflictingRecord as `write` says. Returns the record's seq.
+        """
+        graph.check(record)
+        seq, data = graph.next_seq, encode(record)
+        started = time.perf_counter()
+
+        async def once() -> None:
+            faults.hit("before_append")
+            await self.store.runs.set_status(
+                graph.run_id, Status.RUNNING, epoch=epoch, version=version, record=(seq, data)
+            )
+            faults.hit("after_append")
+
+        await self._durably(graph.run_id, "resume", once)
+        if (m := metrics.active) is not None:
+            m.appended("run_resumed", 1, time.perf_counter() - started)
+        graph.apply(record, checked=True)
+        self.events.record(graph.run_id, seq, record)
+        return seq
+
+    async def _durably(
+        self, run_id: str, what: str, attempt: Callable[[], Awaitable[None]]
+    ) -> None:
+        """`attempt()`, then again while the store is unavailable, up to `retry_s`."""
+        give_up = clock.monotonic() + self.retry_s
+        try:
+            await attempt()
+        except StoreUnavailable as exc:
+            await self._retrying(run_id, what, exc, give_up, attempt)
 
     async def append(
         self,

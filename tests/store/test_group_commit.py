@@ -59,6 +59,29 @@ async def test_concurrent_appends_of_many_runs_share_statements(pg_store: Postgr
     assert await _results([pg_store.log.append(r, [(2, b"two")]) for r in ids]) == [None] * 20
 
 
+async def test_retries_and_new_records_in_one_shared_statement_all_land(
+    pg_store: PostgresStore,
+) -> None:
+    ids = await _runs(pg_store, "rt", 10)
+    claims = {c.run_id: c.epoch for c in await pg_store.leases.claim("w", limit=10, ttl=30)}
+    retried = ids[::2]  # their first attempt landed (as before a lost connection)
+    for r in retried:
+        await pg_store.log.append(r, [(1, b"one")], epoch=claims[r])
+    before = pg_store._log._group.statistics()
+    results = await _results(
+        [pg_store.log.append(r, [(1, b"one"), (2, b"two")], epoch=claims[r]) for r in ids]
+    )
+    assert results == [None] * 10
+    for r in ids:
+        assert await pg_store.log.read(r) == [(0, b"started"), (1, b"one"), (2, b"two")]
+    after = pg_store._log._group.statistics()
+    # The shared statement met a taken seq and landed nothing: each of its runs went alone
+    # (the retries there a no-op for their landed records).
+    assert after["group_statements"] - before["group_statements"] == 1
+    assert after["grouped_appends"] - before["grouped_appends"] == 9
+    assert after["undecided_appends"] - before["undecided_appends"] == 9
+
+
 async def test_a_fenced_off_run_in_a_shared_statement_fails_alone(
     pg_store: PostgresStore,
 ) -> None:
@@ -68,6 +91,7 @@ async def test_a_fenced_off_run_in_a_shared_statement_fails_alone(
     await pg_store.leases.release(stale, claims[stale], Status.PAUSED, "drain")
     (taken,) = await pg_store.leases.claim("other", limit=1, ttl=30)
     assert taken.run_id == stale and taken.epoch > claims[stale]
+    before = pg_store._log._group.statistics()
     results = await _results(
         [pg_store.log.append(r, [(1, r.encode())], epoch=claims[r]) for r in ids]
     )
@@ -76,6 +100,45 @@ async def test_a_fenced_off_run_in_a_shared_statement_fails_alone(
     for i, r in enumerate(ids):
         expected = [(0, b"started")] if i == 3 else [(0, b"started"), (1, r.encode())]
         assert await pg_store.log.read(r) == expected
+    # The others landed in the shared statement; only the fenced-off run went alone.
+    after = pg_store._log._group.statistics()
+    assert after["group_statements"] - before["group_statements"] == 1
+    assert after["grouped_appends"] - before["grouped_appends"] == 5
+    assert after["undecided_appends"] - before["undecided_appends"] == 1
+
+
+async def test_a_mixed_batch_lands_but_for_its_fenced_off_run(pg_store: PostgresStore) -> None:
+    fenced = await _runs(pg_store, "mf", 4)
+    claims = {c.run_id: c.epoch for c in await pg_store.leases.claim("w", limit=4, ttl=30)}
+    stale = fenced[1]
+    await pg_store.leases.release(stale, claims[stale], Status.PAUSED, "drain")
+    await pg_store.leases.claim("other", limit=1, ttl=30)
+    free = await _runs(pg_store, "mu", 4)  # appended without an epoch
+    # The first append goes alone (nothing in flight); the rest queue and leave together,
+    # fenced and unfenced runs alike, with several records each.
+    order = [r for pair in zip(free, fenced, strict=True) for r in pair]
+    before = pg_store._log._group.statistics()
+    results = dict(
+        zip(
+            order,
+            await _results(
+                [
+                    pg_store.log.append(r, [(1, b"a"), (2, r.encode())], epoch=claims.get(r))
+                    for r in order
+                ]
+            ),
+            strict=True,
+        )
+    )
+    assert isinstance(results.pop(stale), StaleEpoch)
+    assert list(results.values()) == [None] * 7
+    for r in results:
+        assert await pg_store.log.read(r) == [(0, b"started"), (1, b"a"), (2, r.encode())]
+    assert await pg_store.log.read(stale) == [(0, b"started")]
+    after = pg_store._log._group.statistics()
+    assert after["group_statements"] - before["group_statements"] == 1
+    assert after["grouped_appends"] - before["grouped_appends"] == 7
+    assert after["undecided_appends"] - before["undecided_appends"] == 1
 
 
 async def test_a_conflict_in_a_shared_statement_is_reported_to_its_run_only(

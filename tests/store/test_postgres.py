@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -57,31 +57,57 @@ def run(run_id: str) -> RunInfo:
     return RunInfo(run_id=run_id, agent="agent", status=Status.RUNNING)
 
 
-async def test_a_claim_committed_during_a_fenced_append_makes_it_stale(
-    pg_store: PostgresStore, conns: list[asyncpg.Connection]
+async def refused_once_a_claim_commits(
+    conns: list[asyncpg.Connection], call: Callable[[], Awaitable[object]]
 ) -> None:
+    """`call()` (a fenced statement at epoch 0 of run 'r') waits for a claim of the run's
+    row that commits meanwhile; it must then find the new epoch: StaleEpoch."""
     claimer, watcher, _ = conns
-    await pg_store.runs.create(run("r"), b"first")
     claim = claimer.transaction()
     await claim.start()
     await claimer.execute("UPDATE runs SET epoch = epoch + 1 WHERE run_id = 'r'")
 
-    async def append_at_epoch_0() -> BaseException | None:
+    async def fenced() -> BaseException | None:
         try:
-            await pg_store.log.append("r", [(1, b"late")], epoch=0)
+            await call()
         except StaleEpoch as exc:
             return exc
         return None
 
     async with asyncio.TaskGroup() as tg:
-        append = tg.create_task(append_at_epoch_0())
-        # The append is now inside its statement, waiting for the claimed row...
+        task = tg.create_task(fenced())
+        # The statement is now waiting for the claimed row...
         await wait_until_blocked_by(watcher, claimer.get_server_pid())
-        assert not append.done()
+        assert not task.done()
         # ...and the claim commits while it waits.
         await claim.commit()
-    assert isinstance(append.result(), StaleEpoch)
+    assert isinstance(task.result(), StaleEpoch)
+
+
+async def test_a_claim_committed_during_a_fenced_append_makes_it_stale(
+    pg_store: PostgresStore, conns: list[asyncpg.Connection]
+) -> None:
+    await pg_store.runs.create(run("r"), b"first")
+    await refused_once_a_claim_commits(
+        conns, lambda: pg_store.log.append("r", [(1, b"late")], epoch=0)
+    )
     assert await pg_store.log.read("r") == [(0, b"first")]
+
+
+async def test_a_claim_committed_during_a_resume_leaves_neither_record_nor_status(
+    pg_store: PostgresStore, conns: list[asyncpg.Connection]
+) -> None:
+    """The resume's one statement (RunResumed + status RUNNING) waits for the claimed row,
+    then finds the new epoch: it writes nothing at all."""
+    await pg_store.runs.create(run("r"), b"first")
+    await pg_store.runs.set_status("r", Status.PAUSED, epoch=0)
+    await refused_once_a_claim_commits(
+        conns,
+        lambda: pg_store.runs.set_status("r", Status.RUNNING, epoch=0, record=(1, b"resumed")),
+    )
+    assert await pg_store.log.read("r") == [(0, b"first")]
+    info = await pg_store.runs.get("r")
+    assert info is not None and (info.status, info.epoch) == (Status.PAUSED, 1)
 
 
 async def test_a_claim_waits_for_an_in_flight_fenced_append(

@@ -169,6 +169,7 @@ class RunTable(ABC):
         epoch: int | None = None,
         wake_at: float | None = None,
         version: str | None = None,
+        record: tuple[int, bytes] | None = None,
     ) -> None:
         """Change a run's status (UnknownRun if there is no such run).
 
@@ -179,6 +180,11 @@ class RunTable(ABC):
 
         With `epoch`, only while the run's epoch is still that one (StaleEpoch if not),
         so an owner that was fenced off cannot overwrite its successor's state.
+
+        With `record` (seq, bytes), that record is appended in the same transaction (a run
+        taken up again: its RunResumed and its status RUNNING, one commit), judged as
+        `LogStore.append` judges it (ConflictingRecord; an identical record already there
+        is a retry). A fenced-off, unknown or conflicting call writes neither.
         """
 
     @abstractmethod

@@ -100,8 +100,9 @@ class MemoryLog(LogStore):
 
 
 class MemoryRuns(RunTable):
-    def __init__(self, state: _State) -> None:
+    def __init__(self, state: _State, log: MemoryLog) -> None:
         self._s = state
+        self._log = log
 
     async def create(
         self, info: RunInfo, first_record: bytes, *, lease_s: float | None = None
@@ -127,12 +128,15 @@ class MemoryRuns(RunTable):
         epoch: int | None = None,
         wake_at: float | None = None,
         version: str | None = None,
+        record: tuple[int, bytes] | None = None,
     ) -> None:
         info = self._s.runs.get(run_id)
         if info is None:
             raise UnknownRun(run_id)
         if epoch is not None and info.epoch != epoch:
             raise StaleEpoch(run_id, epoch)
+        if record is not None:  # judged before anything changes; nothing awaits in between
+            await self._log.append(run_id, [record], epoch=epoch)
         info = replace(info, status=status, reason=reason, updated_at=time.time())
         self._s.runs[run_id] = replace(info, agent_version=version or info.agent_version)
         _set_wake(self._s, run_id, wake_at)
@@ -513,7 +517,7 @@ class MemoryStore(Store):
         self.url = "memory:"
         state = _State()
         self.log = MemoryLog(state)
-        self.runs = MemoryRuns(state)
+        self.runs = MemoryRuns(state, self.log)
         self.limits = MemoryLimits(state.runs)
         self.leases = MemoryLeases(state, self.log, self.limits)
         self.retention = MemoryRetention(state)

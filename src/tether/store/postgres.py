@@ -27,6 +27,8 @@ transaction mode pass `statement_cache_size=0` in the URL's query string.
 
 from __future__ import annotations
 
+import asyncpg
+
 from tether.errors import StoreNotReady
 from tether.store.base import Store
 from tether.store.postgres_db import PgPool, wrap_errors
@@ -51,7 +53,7 @@ class PostgresStore(Store):
         self._db = PgPool(url, min_size=min_size, max_size=max_size)
         self._log = PostgresLog(self._db)
         self.log = self._log
-        self.runs = PostgresRuns(self._db)
+        self.runs = PostgresRuns(self._db, self._log.appended)
         self._leases = PostgresLeases(self._db, self._log.appended)
         self.leases = self._leases
         self.retention = PostgresRetention(self._db, run_info)
@@ -67,16 +69,25 @@ class PostgresStore(Store):
         return self._db.min_size, self._db.max_size
 
     async def open(self) -> None:
-        await self.migrate()
+        # Most opens find the schema current: one read on the pool's first connection says
+        # so. Only a missing migration takes the locked migration transaction, on a
+        # connection of its own (a connect is the costliest thing a fresh process does).
         await self._db.open()
+        if await self._missing_migrations():
+            await self.migrate()
+
+    async def _missing_migrations(self) -> set[int]:
+        wanted = {mig.version for mig in load_migrations("postgres")}
+        async with self._db.connection() as conn:
+            try:
+                done = {row[0] for row in await conn.fetch(Q["migrations_done"])}
+            except asyncpg.UndefinedTableError:  # a database tether never migrated
+                done = set()
+        return wanted - done
 
     async def open_existing(self) -> None:
         await self._db.open()
-        wanted = {mig.version for mig in load_migrations("postgres")}
-        done: set[int] = set()
-        if (await self._db.fetch(Q["migrations_table_exists"]))[0][0]:
-            done = {row[0] for row in await self._db.fetch(Q["migrations_done"])}
-        if missing := wanted - done:
+        if missing := await self._missing_migrations():
             await self.close()
             raise StoreNotReady(
                 f"the tether store at {self._db.where} lacks migrations {sorted(missing)}; "

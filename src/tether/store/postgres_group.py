@@ -4,8 +4,10 @@ An append goes out alone, at once, whenever fewer than `statements` appends are 
 (so a lone run never waits for a batch that will not come; `statements=0`: always).
 Otherwise it queues; when a statement finishes, everything queued (one append per run, up
 to `max_rows` rows) leaves as one `append_group` statement, led by the first waiter, and
-each waiter gets its own run's count of inserted rows. The caller judges a short count
-(retry, conflict, fence) for its run alone, exactly as after a lone append.
+each waiter learns whether all its rows landed there. A run the shared statement could not
+decide for (fenced off, its runs row locked, or any taken seq in the statement) appends
+alone, and the caller judges a short count (retry, conflict, fence) for its run alone,
+exactly as after a lone append.
 """
 
 from __future__ import annotations
@@ -58,12 +60,18 @@ class GroupCommit:
         self.max_rows = max_rows
         self.inflight = 0
         self._queue: list[_Waiter] = []
-        # Counters for statistics(): shared statements sent and the appends they carried.
+        # Counters for statistics(): shared statements sent, the appends they carried, and
+        # those of them that the statement could not decide for, which then went alone.
         self._groups = 0
         self._grouped = 0
+        self._undecided = 0
 
     def statistics(self) -> dict[str, int]:
-        return {"group_statements": self._groups, "grouped_appends": self._grouped}
+        return {
+            "group_statements": self._groups,
+            "grouped_appends": self._grouped,
+            "undecided_appends": self._undecided,
+        }
 
     async def append(
         self,
@@ -93,7 +101,10 @@ class GroupCommit:
                 got = await self._lead(got)
             finally:
                 self._release()
-        return await self._alone(alone) if got == ALONE else got
+        if got == ALONE:
+            self._undecided += 1
+            return await self._alone(alone)
+        return got
 
     async def _alone(self, alone: Callable[[], Awaitable[int]]) -> int:
         self.inflight += 1
@@ -139,42 +150,41 @@ class GroupCommit:
         run_ids: list[str] = []
         seqs: list[int] = []
         records: list[bytes] = []
-        unfenced: list[str] = []
+        fenced_rows: list[bool] = []
         fenced: list[str] = []
         epochs: list[int] = []
         for w in batch:
-            run_ids += [w.run_id] * len(w.seqs)
+            n = len(w.seqs)
+            run_ids += [w.run_id] * n
             seqs += w.seqs
             records += w.records
-            if w.epoch is None:
-                unfenced.append(w.run_id)
-            else:
+            fenced_rows += [w.epoch is not None] * n
+            if w.epoch is not None:
                 fenced.append(w.run_id)
                 epochs.append(w.epoch)
-        counts: dict[str, int] | None = None
+        passed: set[str] | None = None
         try:
             rows = await self._lanes.fetch(
-                Q["append_group"], run_ids, seqs, records, unfenced, fenced, epochs
+                Q["append_group"], run_ids, seqs, records, fenced, epochs, fenced_rows
             )
-            # Refused (a conflict: seq NULL; a deadlock with a claim; anything the shared
-            # statement cannot decide for every run): each run appends alone.
+            # Refused (a taken seq: a retry or a conflict; a deadlock with a claim; anything
+            # the shared statement cannot decide for every run): each run appends alone.
             if not isinstance(rows, asyncpg.PostgresError):
-                counts = {row[0]: row[1] for row in rows}
+                passed = {row[0] for row in rows}
         finally:
             # Also when the store went away or the leader was cancelled: the others then
             # learn it from their own attempt, idempotent whether or not this one landed.
             for w in batch[1:]:
                 if not w.done.done():
-                    w.done.set_result(_verdict(w, counts))
+                    w.done.set_result(_verdict(w, passed))
         self._groups += 1
         self._grouped += len(batch)
-        return _verdict(batch[0], counts)
+        return _verdict(batch[0], passed)
 
 
-def _verdict(w: _Waiter, counts: dict[str, int] | None) -> int:
-    """A waiter's rows inserted, or ALONE: no shared statement, or a fenced run that
-    inserted nothing (fenced off, or its runs row was locked and skipped) appends alone."""
-    if counts is None:
+def _verdict(w: _Waiter, passed: set[str] | None) -> int:
+    """A waiter's rows inserted, or ALONE: no shared statement, or a fenced run that did not
+    pass its fence (fenced off, or its runs row was locked and skipped) appends alone."""
+    if passed is None or (w.epoch is not None and w.run_id not in passed):
         return ALONE
-    inserted = counts.get(w.run_id, 0)
-    return ALONE if inserted == 0 and w.epoch is not None else inserted
+    return len(w.seqs)

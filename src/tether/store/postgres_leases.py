@@ -11,8 +11,8 @@ from asyncpg.pool import PoolConnectionProxy
 
 from tether.errors import StaleEpoch, StoreUnavailable
 from tether.store.base import Claim, Leases, Renewal, Serves, Status, Stranded
-from tether.store.judgement import AppendFacts, judge_append
-from tether.store.postgres_db import PgPool, rowcount, wrap_errors
+from tether.store.postgres_db import PgPool, wrap_errors
+from tether.store.postgres_log import append_final
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
@@ -94,7 +94,7 @@ class PostgresLeases(Leases):
         # Fenced off, released before, or a conflict: step by step, where the judgement
         # has the facts (and raises, rolling the transaction back).
         async with self._db.connection() as conn, conn.transaction():
-            await self._append_final(conn, run_id, epoch, final)
+            await append_final(conn, run_id, epoch, final)
             released = await self._release(conn, run_id, epoch, status, reason, wake_at)
         self._on_appended(run_id, final[0])
         return released
@@ -113,25 +113,6 @@ class PostgresLeases(Leases):
         else:
             rows = await db.fetch(Q["release"], run_id, epoch, status.value, reason, wake_at)
         return bool(rows[0][0])
-
-    @staticmethod
-    async def _append_final(
-        conn: PoolConnectionProxy, run_id: str, epoch: int | None, final: tuple[int, bytes]
-    ) -> None:
-        seq, record = final
-        if epoch is None:
-            done = await conn.execute(Q["append_final"], run_id, seq, record)
-        else:
-            done = await conn.execute(Q["append_final_fenced"], run_id, seq, record, epoch)
-        inserted = rowcount(done)
-        if inserted:
-            return
-        rows = await conn.fetch(Q["records_at"], run_id, [seq])
-        current = await conn.fetchval(Q["run_epoch"], run_id) if epoch is not None else None
-        # Raising leaves the transaction, which rolls back: no record, no release.
-        judge_append(
-            run_id, [final], epoch, AppendFacts(inserted, {r[0]: r[1] for r in rows}, current)
-        )
 
     async def adopt_child(
         self, run_id: str, owner: str, parent_run_id: str, parent_epoch: int

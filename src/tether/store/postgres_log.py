@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from tether.errors import ConflictingRecord
 from tether.store.base import AppendListener, LogListener, LogStore
@@ -33,6 +34,24 @@ def _unique(run_id: str, entries: Sequence[tuple[int, bytes]]) -> Sequence[tuple
         if seen.setdefault(seq, record) != record:
             raise ConflictingRecord(run_id, seq)
     return entries if len(seen) == len(entries) else list(seen.items())
+
+
+async def append_final(
+    conn: PoolConnectionProxy, run_id: str, epoch: int | None, entry: tuple[int, bytes]
+) -> None:
+    """Append one record in the caller's transaction (a finish, a resume), fenced by `epoch`
+    if given; raise what `judge_append` finds wrong (leaving the transaction rolls it back)."""
+    seq, record = entry
+    if epoch is None:
+        done = await conn.execute(Q["append_final"], run_id, seq, record)
+    else:
+        done = await conn.execute(Q["append_final_fenced"], run_id, seq, record, epoch)
+    inserted = rowcount(done)
+    if inserted:
+        return
+    rows = await conn.fetch(Q["records_at"], run_id, [seq])
+    current = await conn.fetchval(Q["run_epoch"], run_id) if epoch is not None else None
+    judge_append(run_id, [entry], epoch, AppendFacts(inserted, {r[0]: r[1] for r in rows}, current))
 
 
 class PostgresLog(LogStore):

@@ -123,6 +123,10 @@ class AppendNotifier:
                 self.listened = None  # hellos go unheard until the next connection counts
 
     async def _connect(self) -> asyncpg.Connection:
+        # Work scheduled with the append that woke us goes first: a connect spends about a
+        # millisecond of this thread before its first wait (asyncpg builds an SSL context
+        # for each), and after a resume's first append that work is the run's first node.
+        await asyncio.sleep(0)
         conn = await self._db.connect_one()
         try:
             conn.add_termination_listener(self._lost)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from tether import clock
 from tether.errors import ConflictingRecord, RunExists, StaleEpoch, UnknownRun
 from tether.store.base import EVERY_RUN, RunFilter, RunInfo, RunTable, Status
 from tether.store.postgres_db import PgPool, rowcount
+from tether.store.postgres_log import append_final
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
@@ -55,8 +58,10 @@ def create_args(
 
 
 class PostgresRuns(RunTable):
-    def __init__(self, db: PgPool) -> None:
+    def __init__(self, db: PgPool, on_appended: Callable[[str, int], None]) -> None:
         self._db = db
+        # Tells the log's event streams that a status change appended a record.
+        self._on_appended = on_appended
 
     async def create(
         self, info: RunInfo, first_record: bytes, *, lease_s: float | None = None
@@ -94,14 +99,46 @@ class PostgresRuns(RunTable):
         epoch: int | None = None,
         wake_at: float | None = None,
         version: str | None = None,
+        record: tuple[int, bytes] | None = None,
     ) -> None:
         args = (run_id, status.value, reason, time.time(), wake_at, version)
+        if record is not None:
+            await self._set_status_appending(run_id, args, epoch, record)
+            return
+        await self._update(self._db, run_id, args, epoch)
+
+    async def _set_status_appending(
+        self, run_id: str, args: tuple[object, ...], epoch: int | None, record: tuple[int, bytes]
+    ) -> None:
+        seq, data = record
+        async with self._db.connection() as conn:
+            try:  # the common resume: one statement
+                updated = await conn.fetchval(Q["set_status_appending"], *args, epoch, seq, data)
+            except asyncpg.NotNullViolationError as exc:
+                if exc.column_name != "seq":
+                    raise
+                updated = 0  # a different record holds the seq: nothing landed; judged below
+        if updated:
+            self._on_appended(run_id, seq)
+            return
+        # Fenced off, unknown or a conflict: step by step, where the judgement has the
+        # facts (and raises, rolling the transaction back: neither the status nor the record).
+        async with self._db.connection() as conn, conn.transaction():
+            await self._update(conn, run_id, args, epoch)
+            await append_final(conn, run_id, epoch, record)
+        self._on_appended(run_id, seq)
+
+    @staticmethod
+    async def _update(
+        db: PgPool | PoolConnectionProxy, run_id: str, args: tuple[object, ...], epoch: int | None
+    ) -> None:
+        """set_status (fenced by `epoch` if given); StaleEpoch or UnknownRun if no row matched."""
         if epoch is None:
-            done = await self._db.execute(Q["set_status"], *args)
+            done = await db.execute(Q["set_status"], *args)
         else:
-            done = await self._db.execute(Q["set_status_fenced"], *args, epoch)
+            done = await db.execute(Q["set_status_fenced"], *args, epoch)
         if rowcount(done) == 0:
-            if epoch is not None and await self._db.fetch(Q["run_epoch"], run_id):
+            if epoch is not None and await db.fetch(Q["run_epoch"], run_id):
                 raise StaleEpoch(run_id, epoch)
             raise UnknownRun(run_id)
 

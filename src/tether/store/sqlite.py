@@ -175,19 +175,24 @@ class SqliteRuns(RunTable):
         epoch: int | None = None,
         wake_at: float | None = None,
         version: str | None = None,
+        record: tuple[int, bytes] | None = None,
     ) -> None:
-        def work() -> str:
-            conn = self._db.conn
+        def work(conn: sqlite3.Connection) -> str:
             args = (status.value, reason, time.time(), wake_at, version, run_id)
             if epoch is None:
                 done = conn.execute(Q["set_status"], args).rowcount
             else:
                 done = conn.execute(Q["set_status_fenced"], (*args, epoch)).rowcount
-            if done:
-                return "ok"
-            return "stale" if conn.execute(Q["run_epoch"], (run_id,)).fetchone() else "unknown"
+            if not done:
+                return "stale" if conn.execute(Q["run_epoch"], (run_id,)).fetchone() else "unknown"
+            if record is not None:  # raising rolls the status back too
+                append_rows(conn, run_id, [record], epoch)
+            return "ok"
 
-        outcome = await self._db.call(work)
+        if record is None:  # one statement: no transaction of its own
+            outcome = await self._db.call(lambda: work(self._db.conn))
+        else:
+            outcome = await self._db.call(lambda: self._db.transaction(work))
         if outcome == "stale":
             raise StaleEpoch(run_id, epoch or 0)
         if outcome == "unknown":

@@ -34,29 +34,29 @@ WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 
 -- name: append_group
 -- The appends of several runs in one statement (group commit): rows $1/$2/$3 (run, seq,
--- record); runs in $4 are unfenced, runs in $5 only while their epoch is still $6 (FOR
--- SHARE, as append_fenced). SKIP LOCKED: a runs row that a claim or a lease renewal is
--- updating right now is left out instead of waited for (waiting on several rows at once
--- could deadlock with a renewal of several); such a run, like a fenced-off one, inserts
--- nothing here and appends alone, where it waits for the row as append_fenced does.
--- A different record at a taken seq aborts the whole statement (seq NULL) and each run
--- then appends alone, so a conflict is reported to its own run only. Returns the rows
--- inserted per run.
+-- record); a row whose $6 is true belongs to a fenced run, inserted only while that run's
+-- epoch is still the one $4/$5 give it (FOR SHARE, as append_fenced). SKIP LOCKED: a runs
+-- row that a claim or a lease renewal is updating right now is left out instead of waited
+-- for (waiting on several rows at once could deadlock with a renewal of several); such a
+-- run, like a fenced-off one, inserts nothing here and appends alone, where it waits for
+-- the row as append_fenced does. Returns the fenced runs that passed their fence: every
+-- other run's rows all landed. A plain INSERT (no ON CONFLICT, no row-wise RETURNING:
+-- together they were half the server's CPU a row, and `= ANY(runs)` grew with runs x rows):
+-- any taken seq, a retry's or a conflict's, aborts the whole statement and each run then
+-- appends alone, so a conflict is reported to its own run only.
 WITH fence AS (
     SELECT runs.run_id FROM runs
-    JOIN unnest($5::text[], $6::bigint[]) AS f(run_id, epoch)
+    JOIN unnest($4::text[], $5::bigint[]) AS f(run_id, epoch)
       ON runs.run_id = f.run_id AND runs.epoch = f.epoch
     FOR SHARE OF runs SKIP LOCKED
 ), ins AS (
     INSERT INTO run_log (run_id, seq, record)
     SELECT e.run_id, e.seq, e.record
-    FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS e(run_id, seq, record)
-    WHERE e.run_id = ANY($4::text[]) OR e.run_id IN (SELECT run_id FROM fence)
-    ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
-    WHERE run_log.record IS DISTINCT FROM EXCLUDED.record
-    RETURNING run_id
+    FROM unnest($1::text[], $2::bigint[], $3::bytea[], $6::boolean[])
+      AS e(run_id, seq, record, fenced)
+    WHERE NOT e.fenced OR e.run_id IN (SELECT run_id FROM fence)
 )
-SELECT run_id, count(*)::int FROM ins GROUP BY run_id;
+SELECT run_id FROM fence;
 
 -- name: notify_appends
 -- Tell the event streams of every replica which runs grew ('run_id:last seq' each), in one
@@ -173,10 +173,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at double precision NOT NULL
 );
 
--- name: migrations_table_exists
--- Whether the record of applied migrations exists (checked without creating it).
-SELECT to_regclass('schema_migrations') IS NOT NULL;
-
 -- name: migrations_done
 -- Versions already applied.
 SELECT version FROM schema_migrations;
@@ -192,6 +188,27 @@ VALUES ($1, $2, extract(epoch FROM clock_timestamp()));
 UPDATE runs SET status = $2, reason = $3, updated_at = $4, wake_at = $5,
                 agent_version = coalesce($6, agent_version)
 WHERE run_id = $1 AND epoch = $7;
+
+-- name: set_status_appending
+-- set_status (at epoch $7, or at any epoch when $7 is NULL) and a record at seq $8 in one
+-- statement, one round trip, one commit: a run taken up again records its RunResumed with
+-- its status. The UPDATE of the runs row is the fence (a take waits for it, or it finds
+-- the new epoch and nothing happens), and the record is inserted only with the update. A
+-- different record at the seq aborts the statement (seq NULL, as in append); an identical
+-- one (a retry that had landed) is kept. Returns the rows updated; the caller judges
+-- anything but an update step by step (set_status, then append_final, in a transaction).
+WITH updated AS (
+    UPDATE runs SET status = $2, reason = $3, updated_at = $4, wake_at = $5,
+                    agent_version = coalesce($6, agent_version)
+    WHERE run_id = $1 AND ($7::bigint IS NULL OR epoch = $7)
+    RETURNING run_id
+), appended AS (
+    INSERT INTO run_log (run_id, seq, record)
+    SELECT $1, $8, $9 FROM updated
+    ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
+    WHERE run_log.record IS DISTINCT FROM EXCLUDED.record
+)  -- runs whether or not the SELECT reads it, as every data-modifying WITH does
+SELECT count(*) FROM updated;
 
 -- name: run_epoch
 -- A run's current epoch (to tell a fenced-off update from an unknown run).
