@@ -41,6 +41,8 @@ def _state(g: Graph) -> dict[str, Any]:
         "open_waits": list(g.open_waits),
         "ready": list(g.ready),
         "waiters": list(g._waiters.items()),
+        "spawners": list(g._spawners.items()),
+        "parents": [(k, g.parents_of(k)) for k in g._specs],
         "limits": ser(g.limits),
         "totals": (g.tokens_in, g.tokens_out, g.cost, g.model_calls),
         "status": g.status,
@@ -138,15 +140,19 @@ def _next_record(draw: st.DrawFn, g: Graph, everyone: list[str], spec: Any) -> r
         nid = draw(st.sampled_from(ready[:3]))
         shape = draw(st.sampled_from(["plain"] * 4 + ["none", "fan", "join", "wait", "other"]))
         spawned: list[r.NodeSpec] = []
+
+        def by_nid() -> list[str]:  # the spawner named, or left out (a slim spec)
+            return [nid] if draw(st.booleans()) else []
+
         if shape == "plain":
-            spawned = [spec([nid])]
+            spawned = [spec(by_nid())]
         elif shape == "fan":
-            spawned = [spec([nid]) for _ in range(draw(st.integers(2, 3)))]
+            spawned = [spec(by_nid()) for _ in range(draw(st.integers(2, 3)))]
         elif shape == "join":
-            first = spec([nid])
+            first = spec(by_nid())
             spawned = [first, spec([first.node_id, nid])]
         elif shape == "wait":
-            w = spec([nid], wait=draw(st.booleans()), sleep=draw(st.booleans()))
+            w = spec(by_nid(), wait=draw(st.booleans()), sleep=draw(st.booleans()))
             spawned = [w, spec([w.node_id])]
         elif shape == "other":  # a successor after another node, maybe not recorded yet
             spawned = [spec([draw(st.sampled_from(everyone))])]

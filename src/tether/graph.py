@@ -378,6 +378,7 @@ class Graph:
         """
         specs, finished, ready = self._specs, self._done, self.ready
         waiting, waiters, wait_ids = self._waiting, self._waiters, self._wait_ids
+        spawners = self._spawners
         unsummed = self._unsummed.append
         seq, last_at = self.next_seq, self.last_at_us
         result = self.result_node
@@ -405,16 +406,17 @@ class Graph:
                     spec = spawned[0]
                     sid, parents = spec.node_id, spec.parent_ids
                     if (
-                        len(parents) != 1
-                        or parents[0] != nid
+                        (parents and (len(parents) != 1 or parents[0] != nid))
                         or sid in specs
                         or spec.HasField("wait")
                     ):
                         seq, last_at, result = self._apply_one(record, seq, last_at, result)
                         continue
                     specs[sid] = spec
+                    if not parents:  # a slim spec: its one parent is `nid`
+                        spawners[sid] = nid
                 seq += 1
-                at = record.at_us
+                at = record.at_us or nc.finished_at_us  # a slim record's time (at_us_of)
                 if at > last_at:
                     last_at = at
                 finished[nid] = nc
