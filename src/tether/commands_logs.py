@@ -18,7 +18,7 @@ from typing import assert_never
 from tether.errors import UnknownRun
 from tether.inspect import record_view
 from tether.money import money
-from tether.records import Record, Value, body_of, decode_one
+from tether.records import Record, Value, at_us_of, body_of, decode_one
 from tether.server.wakeups import Wakeups
 from tether.status import Status
 from tether.store import Store
@@ -42,8 +42,9 @@ def _value(value: Value) -> str:
 
 def log_line(seq: int, record: Record) -> str:
     """One record as one line: seq, time, what happened."""
-    at = time.strftime("%H:%M:%S", time.localtime(record.at_us / 1e6))
-    at += f".{record.at_us // 1000 % 1000:03d}"
+    at_us = at_us_of(record)
+    at = time.strftime("%H:%M:%S", time.localtime(at_us / 1e6))
+    at += f".{at_us // 1000 % 1000:03d}"
     head = f"{seq:>5} {at} "
     body = body_of(record)
     match body:

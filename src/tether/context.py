@@ -77,7 +77,7 @@ class Context:
 
     def parents_of(self, node_id: str) -> tuple[str, ...]:
         """The parent ids of any node of this run."""
-        return tuple(self._run.graph.nodes[node_id].spec.parent_ids)
+        return self._run.graph.parents_of(node_id)
 
     async def parent_outputs(self) -> dict[str, Any]:
         """The outputs of this node's parents, by node id."""

@@ -131,7 +131,8 @@ def graph_tree(graph: Graph, title: str | None = None) -> Tree:
             extra = f"  {tokens} tok" if tokens else ""
             if nc.used.rate_wait_ms:
                 extra += f"  rate wait {nc.used.rate_wait_ms} ms"
-            joins = f"  joins {len(nc.parent_ids)}" if len(nc.parent_ids) > 1 else ""
+            parents = graph.parents_of(nid)
+            joins = f"  joins {len(parents)}" if len(parents) > 1 else ""
             text = Text(
                 f"{state.spec.kind} {nid[:8]}  {nc.used.wall_ms} ms{extra}{joins}", style="green"
             )

@@ -41,6 +41,7 @@ from tether.records import (
     run_finished,
     run_paused,
     run_waiting,
+    set_value,
 )
 from tether.steps import STOPS_NODE
 from tether.store.base import Status
@@ -494,10 +495,11 @@ class RunExecutor:
         events = self.runtime.events
         if events.event_listeners:  # no event built for nobody: this runs for every node
             events.emit(self.graph.run_id, node_id, {"type": "node_started", "kind": spec.kind})
+        parents = self.graph.parents_of(node_id)
         attempt = 0
         while True:
             attempt += 1
-            node = Node(node_id, spec.kind, tuple(spec.parent_ids), node_input, attempt)
+            node = Node(node_id, spec.kind, parents, node_input, attempt)
             ctx = Context(self, node)
             started_us, t0 = now_us(), time.perf_counter()
             try:
@@ -628,12 +630,12 @@ class RunExecutor:
             # The common successor (a chain's next step, an agent's next turn): no keys
             # to compare, no joins to resolve.
             key = one.key if one.key is not None else "0"
+            # Slim: the one parent, `node_id`, is left out (Graph.parents_of).
+            spec = NodeSpec(node_id=child_id(node_id, key), kind=one.kind)
             value = self.codec.encode_now(one.input)
             if not isinstance(value, Value):
                 value = await self.codec.offload(value)
-            spec = NodeSpec(
-                node_id=child_id(node_id, key), kind=one.kind, parent_ids=[node_id], input=value
-            )
+            set_value(spec.input, value)
             return [spec]
         keys = [s.key if s.key is not None else str(i) for i, s in enumerate(spawns)]
         if len(set(keys)) != len(keys):
@@ -642,7 +644,7 @@ class RunExecutor:
         specs = []
         for key, s in zip(keys, spawns, strict=True):
             if s.after is None:
-                parents = [node_id]
+                parents = []  # slim: the one parent, `node_id`, is left out
             else:
                 missing = [a for a in s.after if a not in known]
                 if missing or not s.after:
@@ -652,7 +654,7 @@ class RunExecutor:
                 parents = [child_id(node_id, a) for a in s.after]
             if isinstance(s, Spawn):
                 spec = NodeSpec(node_id=child_id(node_id, key), kind=s.kind, parent_ids=parents)
-                spec.input.CopyFrom(await self.codec.encode(s.input))
+                set_value(spec.input, await self.codec.encode(s.input))
             else:
                 spec = await wait_spec(node_id, s, parents, self.codec, now_us())
             specs.append(spec)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tether.ids import parent_node_of
-from tether.records import Record, copy_of, decode_log
+from tether.records import Record, at_us_of, copy_of, decode_log
 from tether.status import Status
 from tether.store.base import RunFilter, RunInfo
 from tether.store.forks import Origin, plan_segments
@@ -53,14 +53,14 @@ async def fork_children(
     prefix = decode_log(source_id, await store.log.read_all(source_id))[: upto_seq + 1]
     done = {r.node_completed.node_id for r in prefix if r.HasField("node_completed")}
     if until_us is None:
-        until_us = max(r.at_us for r in prefix)
+        until_us = max(at_us_of(r) for r in prefix)
     family: list[NewFork] = []
     for child in children:
         records = decode_log(child.run_id, await store.log.read_all(child.run_id))
         if parent_node_of(child.run_id, source_id) in done:
             cut: int | None = len(records) - 1
         else:
-            cut = max((i for i, r in enumerate(records) if r.at_us <= until_us), default=None)
+            cut = max((i for i, r in enumerate(records) if at_us_of(r) <= until_us), default=None)
         if cut is None:
             continue  # nothing recorded by then: the fork's node starts it
         new_id = fork_id + child.run_id[len(source_id) :]

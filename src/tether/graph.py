@@ -17,6 +17,7 @@ from tether.records import (
     RunStarted,
     StepRecorded,
     WaitSpec,
+    at_us_of,
     body_of,
     waiting_reason,
 )
@@ -101,6 +102,8 @@ class Graph:
         # Every spawned node's spec; the records of completed (in record order) and failed
         # nodes; how many parents a node still waits for (only while more than 0).
         self._specs: dict[str, NodeSpec] = {}
+        # The node that spawned each node whose slim spec leaves out that one parent.
+        self._spawners: dict[str, str] = {}
         self._done: dict[str, NodeCompleted] = {}
         self._failed: dict[str, NodeFailed] = {}
         self._waiting: dict[str, int] = {}
@@ -163,8 +166,17 @@ class Graph:
         return self._steps.get(node_id)
 
     def spec(self, node_id: str) -> NodeSpec:
-        """The spec of a spawned node (KeyError if none)."""
+        """The spec of a spawned node (KeyError if none); its parents: `parents_of`."""
         return self._specs[node_id]
+
+    def parents_of(self, node_id: str) -> tuple[str, ...]:
+        """The ids of the nodes a node waited for: its spec's parents, or the node that
+        spawned it when a slim spec leaves that one parent out (KeyError if never spawned)."""
+        parents = self._specs[node_id].parent_ids
+        if parents:
+            return tuple(parents)
+        spawner = self._spawners.get(node_id)
+        return () if spawner is None else (spawner,)
 
     def pending_specs(self) -> list[tuple[str, NodeSpec]]:
         """(node id, spec) of the spawned nodes not completed yet that a handler must
@@ -328,7 +340,7 @@ class Graph:
                 raise GraphError("is a node_completed before run_started")
             self._check_completed(nid, many, nc)
         self.next_seq += 1
-        at = record.at_us
+        at = record.at_us or nc.finished_at_us  # a slim record's time (records.at_us_of)
         if at > self.last_at_us:
             self.last_at_us = at
         finished[nid] = nc
@@ -345,12 +357,86 @@ class Graph:
             if children is not None:
                 self._release(children, became)
         if plain is not None:
-            specs[plain[1]] = plain[0]
-            ready[plain[1]] = None
-            became.append(plain[1])
+            spec, sid = plain
+            specs[sid] = spec
+            if not spec.parent_ids:  # a slim spec: its one parent is `nid`
+                self._spawners[sid] = nid
+            ready[sid] = None
+            became.append(sid)
         elif many:
             became += self._add(many, nid)
         return became
+
+    def replay(self, records: Iterable[Record]) -> None:
+        """Apply `records` in order: the same graph as `apply` on each in turn (and the same
+        GraphError at the same record, with the records before it applied).
+
+        Rehydration's loop. A node's record of the common shape (no wait, one plain
+        successor or none, nothing waiting on it) is applied inline here, with the graph's
+        fields held in locals and each protobuf field read once; any other record, and any
+        record that would not fit, goes through `apply`, which checks and raises.
+        """
+        specs, finished, ready = self._specs, self._done, self.ready
+        waiting, waiters, wait_ids = self._waiting, self._waiters, self._wait_ids
+        spawners = self._spawners
+        unsummed = self._unsummed.append
+        seq, last_at = self.next_seq, self.last_at_us
+        result = self.result_node
+        try:
+            for record in records:
+                nc = record.node_completed
+                nid = nc.node_id
+                if (
+                    not nid
+                    or nid not in specs
+                    or nid in finished
+                    or nid in waiting
+                    or nid in waiters
+                    or nid in wait_ids
+                    or self.started is None
+                ):
+                    seq, last_at, result = self._apply_one(record, seq, last_at, result)
+                    continue
+                spawned = nc.spawned
+                n = len(spawned)
+                if n:
+                    if n != 1:
+                        seq, last_at, result = self._apply_one(record, seq, last_at, result)
+                        continue
+                    spec = spawned[0]
+                    sid, parents = spec.node_id, spec.parent_ids
+                    if (
+                        (parents and (len(parents) != 1 or parents[0] != nid))
+                        or sid in specs
+                        or spec.HasField("wait")
+                    ):
+                        seq, last_at, result = self._apply_one(record, seq, last_at, result)
+                        continue
+                    specs[sid] = spec
+                    if not parents:  # a slim spec: its one parent is `nid`
+                        spawners[sid] = nid
+                seq += 1
+                at = record.at_us or nc.finished_at_us  # a slim record's time (at_us_of)
+                if at > last_at:
+                    last_at = at
+                finished[nid] = nc
+                if nid in ready:
+                    del ready[nid]
+                unsummed(nc)
+                if result is None and nc.is_result:
+                    result = nid
+                if n:
+                    ready[sid] = None
+        finally:
+            self.next_seq, self.last_at_us, self.result_node = seq, last_at, result
+
+    def _apply_one(
+        self, record: Record, seq: int, last_at: int, result: str | None
+    ) -> tuple[int, int, str | None]:
+        """`apply(record)` inside `replay`, with replay's locals written back around it."""
+        self.next_seq, self.last_at_us, self.result_node = seq, last_at, result
+        self.apply(record)
+        return self.next_seq, self.last_at_us, self.result_node
 
     def _apply_other(self, record: Record, checked: bool) -> list[str]:
         """Apply a record of any body but NodeCompleted."""
@@ -358,7 +444,7 @@ class Graph:
         if not checked:
             self.check(record)
         self.next_seq += 1
-        at = record.at_us
+        at = at_us_of(record)
         previous_at = self.last_at_us
         if at > self.last_at_us:
             self.last_at_us = at
@@ -449,6 +535,8 @@ class Graph:
                     waiting += 1
                     self._waiters.setdefault(parent, []).append(sid)
             specs[sid] = spec
+            if done and not spec.parent_ids:  # a slim spec: its one parent is `done`
+                self._spawners[sid] = done
             is_wait = spec.HasField("wait")
             if is_wait:
                 self.waits[spec.wait.key] = sid
@@ -472,16 +560,23 @@ def _split_spawned(
 ) -> tuple[tuple[NodeSpec, str] | None, list[_Spawned]]:
     """The spawns of node `nid` as (the common one, the others). The common spawn needs
     no more checking: one new node, not a wait, whose only parent is the node just
-    recorded (a chain's next step, an agent's next turn). Read by index: iterating a
-    repeated field ends in an IndexError, built and dropped."""
+    recorded (a chain's next step, an agent's next turn), named (older records) or left
+    out (slim ones). Read by index: iterating a repeated field ends in an IndexError,
+    built and dropped."""
     if len(spawned) != 1:
         return None, _unpack(spawned) if spawned else []
     spec = spawned[0]
     sid, parents = spec.node_id, spec.parent_ids
-    if len(parents) == 1 and parents[0] == nid and sid not in specs and not spec.HasField("wait"):
+    if (
+        (not parents or (len(parents) == 1 and parents[0] == nid))
+        and sid not in specs
+        and not spec.HasField("wait")
+    ):
         return (spec, sid), []
     return None, [(spec, sid, parents)]
 
 
 def _unpack(specs: Iterable[NodeSpec]) -> list[_Spawned]:
+    """(spec, id, parents) of spawned specs; a slim spec's one parent, left out, is the
+    node that spawned them, which `_add` counts as recorded."""
     return [(spec, spec.node_id, spec.parent_ids) for spec in specs]

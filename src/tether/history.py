@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from tether.records import Record, body_of, label_of
+from tether.records import Record, at_us_of, body_of, label_of
 from tether.status import Status
 
 
@@ -45,7 +45,7 @@ def checkpoints(records: Sequence[Record]) -> Iterator[Checkpoint]:
 
 
 def _checkpoint(seq: int, record: Record) -> Checkpoint:
-    at, kind = record.at_us, label_of(record)
+    at, kind = at_us_of(record), label_of(record)
     body = body_of(record)
     match body:
         case "run_started":

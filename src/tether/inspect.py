@@ -16,7 +16,10 @@ from tether.records import (
     Value,
     WaitOutcome,
     WaitSpec,
+    at_us_of,
+    attempt_of,
     body_of,
+    started_at_us_of,
 )
 from tether.status import Status
 
@@ -42,7 +45,7 @@ def node_view(graph: Graph, node_id: str, *, outputs: bool = False) -> dict[str,
     view: dict[str, Any] = {
         "node_id": node_id,
         "kind": state.spec.kind,
-        "parent_ids": list(state.spec.parent_ids),
+        "parent_ids": list(graph.parents_of(node_id)),
         "status": "pending",
     }
     if state.failed is not None:
@@ -58,8 +61,8 @@ def node_view(graph: Graph, node_id: str, *, outputs: bool = False) -> dict[str,
     if nc is not None:
         view.update(
             status="completed",
-            attempt=nc.attempt,
-            started_at_us=nc.started_at_us,
+            attempt=attempt_of(nc),
+            started_at_us=started_at_us_of(nc),
             finished_at_us=nc.finished_at_us,
             wall_ms=nc.used.wall_ms,
             rate_wait_ms=nc.used.rate_wait_ms,
@@ -132,7 +135,7 @@ def _step_view(sr: StepRecorded) -> dict[str, Any]:
     return {
         "index": sr.index,
         "name": sr.name,
-        "attempt": sr.attempt,
+        "attempt": attempt_of(sr),
         "wall_ms": sr.used.wall_ms,
         "tokens_in": sr.used.tokens_in,
         "tokens_out": sr.used.tokens_out,
@@ -162,7 +165,7 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
         "format": FORMAT_VERSION,
         "run_id": run_id,
         "seq": seq,
-        "at_us": record.at_us,
+        "at_us": at_us_of(record),
         "body": body,
     }
     match body:
@@ -185,9 +188,8 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
                 node_id=nc.node_id,
                 kind=nc.kind,
                 status="completed",
-                parent_ids=list(nc.parent_ids),
-                attempt=nc.attempt,
-                started_at_us=nc.started_at_us,
+                attempt=attempt_of(nc),
+                started_at_us=started_at_us_of(nc),
                 finished_at_us=nc.finished_at_us,
                 used=_used_view(u),
                 output=_inline(nc.output),
@@ -199,6 +201,10 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
                 is_result=nc.is_result,
                 fallback=nc.fallback,
             )
+            if nc.parent_ids:  # an older record; a slim one leaves its spec's parents out
+                view["parent_ids"] = list(nc.parent_ids)
+            for spec in view["spawned"]:  # a slim spec leaves out its one parent: this node
+                spec["parent_ids"] = spec["parent_ids"] or [nc.node_id]
             if nc.HasField("wait"):
                 view["event"] = _outcome_view(nc.wait)
         case "node_failed":
@@ -235,8 +241,8 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
             view.update(
                 node_id=sr.node_id,
                 status="step",
-                step={"index": sr.index, "name": sr.name, "attempt": sr.attempt},
-                started_at_us=sr.started_at_us,
+                step={"index": sr.index, "name": sr.name, "attempt": attempt_of(sr)},
+                started_at_us=started_at_us_of(sr),
                 finished_at_us=sr.finished_at_us,
                 used=_used_view(sr.used),
                 output=_inline(sr.output),

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 
 from tether import metrics, tracing
-from tether.records import Record
+from tether.records import Record, started_at_us_of
 from tether.runtime import Runtime
 
 # Seconds between samples of the runs table for the `tether_runs` gauge.
@@ -35,9 +35,9 @@ def _tracer_of(runtime: Runtime, traces: tracing.Tracing) -> Callable[[str, int,
         if executor is None:
             return None
         starts = [
-            s.completed.started_at_us
+            start
             for s in executor.graph.nodes.values()
-            if s.completed is not None and s.completed.started_at_us
+            if s.completed is not None and (start := started_at_us_of(s.completed))
         ]
         return min(starts, default=None)
 

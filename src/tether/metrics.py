@@ -125,7 +125,9 @@ class Metrics:
         match body:
             case "node_completed":
                 node = record.node_completed
-                if node.finished_at_us >= node.started_at_us > 0:
+                if node.took_us > 0:  # a slim record (records.started_at_us_of)
+                    self._child(self.node_seconds, node.kind).observe(node.took_us / 1e6)
+                elif node.finished_at_us >= node.started_at_us > 0:
                     took = (node.finished_at_us - node.started_at_us) / 1e6
                     self._child(self.node_seconds, node.kind).observe(took)
             case "node_failed":

@@ -112,22 +112,28 @@ def node_completed(
     is_result: bool = False,
     fallback: bool = False,
 ) -> pb.Record:
-    """A node's work, recorded: its output, the successors it spawned, what it used."""
+    """A node's work, recorded: its output, the successors it spawned, what it used.
+
+    Written slim (see docs/reference/records.md): the node's parents are its spec's,
+    recorded by whoever spawned it; `at_us` is `finished_at_us`; the start is `took_us`
+    before the finish; attempt 1, an empty `used` and a null output are left out. Read them
+    through `at_us_of`, `started_at_us_of`, `attempt_of` and the graph's spec, which also
+    read older, fuller records.
+    """
     # Filled in place: keyword construction copies every sub-message once more, and this
     # is the record of every node (the executor's hot path).
-    finished_at_us = now_us()
-    record = pb.Record(at_us=finished_at_us)
+    record = pb.Record()
     nc = record.node_completed
     nc.node_id = spec.node_id
-    nc.parent_ids.extend(spec.parent_ids)
     nc.kind = spec.kind
-    nc.output.CopyFrom(output)
+    set_value(nc.output, output)
     nc.spawned.extend(spawned)
-    nc.used.CopyFrom(used)
+    if used.ByteSize():
+        nc.used.CopyFrom(used)
     nc.blobs.extend(blobs)
-    nc.attempt = attempt
-    nc.started_at_us = started_at_us
-    nc.finished_at_us = finished_at_us
+    if attempt != 1:
+        nc.attempt = attempt
+    set_times(nc, started_at_us, now_us())
     nc.is_result = is_result
     nc.fallback = fallback
     return record
@@ -152,19 +158,19 @@ def node_failed(
 def wait_completed(
     spec: pb.NodeSpec, *, payload: pb.Value | None, event_id: str = "", timed_out: bool = False
 ) -> pb.Record:
-    """A wait node completed: by an event (its payload is the output) or by its deadline."""
+    """A wait node completed: by an event (its payload is the output) or by its deadline.
+    Slim like `node_completed`."""
     at = now_us()
     nc = pb.NodeCompleted(
         node_id=spec.node_id,
-        parent_ids=spec.parent_ids,
         kind=spec.kind,
-        output=payload,
         started_at_us=at,
         finished_at_us=at,
-        attempt=1,
         wait=pb.WaitOutcome(key=spec.wait.key, event_id=event_id, timed_out=timed_out),
     )
-    return pb.Record(at_us=at, node_completed=nc)
+    if payload is not None:
+        set_value(nc.output, payload)
+    return pb.Record(node_completed=nc)
 
 
 def run_waiting(keys: Iterable[str], wake_at_us: int) -> pb.Record:
@@ -182,19 +188,59 @@ def step_recorded(
     attempt: int,
     started_at_us: int,
 ) -> pb.Record:
-    """A journaled step of a node, recorded: its position, name, result and what it used."""
-    finished_at_us = now_us()
-    step = pb.StepRecorded(
-        node_id=node_id,
-        index=index,
-        name=name,
-        output=output,
-        used=used,
-        attempt=attempt,
-        started_at_us=started_at_us,
-        finished_at_us=finished_at_us,
-    )
-    return pb.Record(at_us=finished_at_us, step_recorded=step)
+    """A journaled step of a node, recorded: its position, name, result and what it used.
+    Slim like `node_completed`."""
+    step = pb.StepRecorded(node_id=node_id, index=index, name=name)
+    set_times(step, started_at_us, now_us())
+    set_value(step.output, output)
+    if used.ByteSize():
+        step.used.CopyFrom(used)
+    if attempt != 1:
+        step.attempt = attempt
+    return pb.Record(step_recorded=step)
+
+
+def set_value(field: pb.Value, value: pb.Value) -> None:
+    """Copy `value` into a record's Value field, leaving it absent for JSON null (an absent
+    Value decodes to None, as null does)."""
+    if value.json != b"null":
+        field.CopyFrom(value)
+
+
+# -- reading records: the fields a slim record leaves out, with the fallback -----------------
+
+
+def at_us_of(record: pb.Record) -> int:
+    """When the record was made: `at_us`, or for a slim node or step record (which leaves
+    `at_us` out) its `finished_at_us`."""
+    at: int = record.at_us
+    if at:
+        return at
+    if record.HasField("node_completed"):
+        return int(record.node_completed.finished_at_us)
+    return int(record.step_recorded.finished_at_us)
+
+
+def set_times(done: pb.NodeCompleted | pb.StepRecorded, started_at_us: int, at_us: int) -> None:
+    """A slim record's times: its finish, and its start as the microseconds before (a
+    varint of a few bytes, not a second timestamp); `started_at_us` when they are equal."""
+    done.finished_at_us = at_us
+    if at_us == started_at_us:
+        done.started_at_us = started_at_us
+    else:
+        done.took_us = at_us - started_at_us
+
+
+def started_at_us_of(done: pb.NodeCompleted | pb.StepRecorded) -> int:
+    """When a node's or step's work started: `started_at_us`, or for a slim record
+    `took_us` before its finish (0 where an older record has no start)."""
+    took: int = done.took_us
+    return int(done.finished_at_us) - took if took else int(done.started_at_us)
+
+
+def attempt_of(done: pb.NodeCompleted | pb.StepRecorded) -> int:
+    """The attempt that recorded a node or step: a slim record leaves attempt 1 out."""
+    return int(done.attempt) or 1
 
 
 def waiting_reason(waiting: pb.RunWaiting) -> str:

@@ -116,19 +116,22 @@ class Tracing:
         match body:
             case "node_completed":
                 node = record.node_completed
+                # records.attempt_of and started_at_us_of, a layer above this one.
+                attempt = node.attempt or 1
+                start = node.finished_at_us - node.took_us if node.took_us else node.started_at_us
                 attributes = {
                     "tether.run.id": run_id,
                     "tether.node.id": node.node_id,
                     "tether.node.kind": node.kind,
-                    "tether.node.attempt": node.attempt,
+                    "tether.node.attempt": attempt,
                     "tether.node.outcome": "completed",
                     "tether.tokens.input": node.used.tokens_in,
                     "tether.tokens.output": node.used.tokens_out,
                     "tether.cost_usd": node.used.cost,
                 }
-                start, end = node.started_at_us or record.at_us, node.finished_at_us
+                start, end = start or record.at_us, node.finished_at_us
                 self._span(f"node {node.kind}", run_id, start, end or record.at_us, attributes,
-                           ids=(node.node_id, node.attempt))  # fmt: skip
+                           ids=(node.node_id, attempt))  # fmt: skip
             case "node_failed":
                 failed = record.node_failed
                 attributes = {

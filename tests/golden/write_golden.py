@@ -3,6 +3,8 @@
 Usage: python tests/golden/write_golden.py v1   (refuses to overwrite)
        python tests/golden/write_golden.py v1_steps   (journaled steps, a crash, a resume)
        python tests/golden/write_golden.py v1_waits   (a run with waits: an event, a timeout)
+       python tests/golden/write_golden.py v1_agent   (an agent conversation, written whole:
+           run it with the code before slim records, e.g. PYTHONPATH=<that checkout>/src)
 Format: for each row of run_log in seq order, a 4-byte big-endian length then the row bytes.
 """
 
@@ -26,6 +28,17 @@ async def main(version: str) -> None:
         rows, result = await waits()
         out.write_bytes(b"".join(len(r).to_bytes(4, "big") + r for r in rows))
         print(f"wrote {out}: {len(rows)} records, result {result}")
+        return
+    if version.endswith("_agent"):
+        sys.path.insert(0, str(HERE.parent.parent))
+        from tests.slim_agents import conversation
+        from tether.store import store_from_url
+
+        with tempfile.TemporaryDirectory() as tmp:
+            async with store_from_url(f"sqlite:///{tmp}/g.db") as store:
+                rows = await conversation(store)
+        out.write_bytes(b"".join(len(r).to_bytes(4, "big") + r for r in rows))
+        print(f"wrote {out}: {len(rows)} records")
         return
     os.environ["TETHER_DEMO_SPEED"] = "0"
     from tether.runtime import Runtime

@@ -17,7 +17,7 @@ from tests.s3server import free_port
 from tether import Runtime, Status, Store
 from tether.agent import Agent, MCPServer, mcp_server
 from tether.agent import ToolSpec as AgentToolSpec
-from tether.records import decode_log
+from tether.records import attempt_of, decode_log
 from tether.testing import (
     LocalModelServer,
     Message,
@@ -79,7 +79,7 @@ async def test_an_agent_calls_an_mcp_servers_tool_as_a_node(
     assert first.result["content"] == "Stock: bolts: 120 in stock"
     assert second.result == first.result
     (call,) = await tool_records(durable_store, first.run_id)
-    assert call.kind == "mcp:inventory" and call.attempt == 1
+    assert call.kind == "mcp:inventory" and attempt_of(call) == 1
     # Started and listed once for both runs: the connection is the worker's, not the run's.
     assert server.connections == 1
 

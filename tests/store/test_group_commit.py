@@ -59,6 +59,29 @@ async def test_concurrent_appends_of_many_runs_share_statements(pg_store: Postgr
     assert await _results([pg_store.log.append(r, [(2, b"two")]) for r in ids]) == [None] * 20
 
 
+async def test_retries_and_new_records_in_one_shared_statement_all_land(
+    pg_store: PostgresStore,
+) -> None:
+    ids = await _runs(pg_store, "rt", 10)
+    claims = {c.run_id: c.epoch for c in await pg_store.leases.claim("w", limit=10, ttl=30)}
+    retried = ids[::2]  # their first attempt landed (as before a lost connection)
+    for r in retried:
+        await pg_store.log.append(r, [(1, b"one")], epoch=claims[r])
+    before = pg_store._log._group.statistics()
+    results = await _results(
+        [pg_store.log.append(r, [(1, b"one"), (2, b"two")], epoch=claims[r]) for r in ids]
+    )
+    assert results == [None] * 10
+    for r in ids:
+        assert await pg_store.log.read(r) == [(0, b"started"), (1, b"one"), (2, b"two")]
+    after = pg_store._log._group.statistics()
+    # The shared statement met a taken seq and landed nothing: each of its runs went alone
+    # (the retries there a no-op for their landed records).
+    assert after["group_statements"] - before["group_statements"] == 1
+    assert after["grouped_appends"] - before["grouped_appends"] == 9
+    assert after["undecided_appends"] - before["undecided_appends"] == 9
+
+
 async def test_a_fenced_off_run_in_a_shared_statement_fails_alone(
     pg_store: PostgresStore,
 ) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from tether import metrics, tracing
 from tether.agent.conversation import Conversations
 from tether.agent.mcp import MCPServer, tool_names
-from tether.agent.messages import Message, ToolSpec
+from tether.agent.messages import Message, ToolSpec, tool_result, turn_messages
 from tether.agent.pricing import cost_of
 from tether.agent.providers import Provider, provider_for
 from tether.agent.ratelimits import RateGate, estimate_tokens
@@ -20,9 +20,12 @@ from tether.agent.tools import Tool, ToolArgumentsError
 from tether.context import Context
 from tether.core import Budget, Handler, Node, NodeResult, Spawn, Usage, Wait
 from tether.executor import Outcome
+from tether.graph import Graph
+from tether.ids import child_id
 from tether.registry import CompatibleFn, Registry, version_hash
 from tether.runtime import Runtime
 from tether.store.rates import RateLimit
+from tether.values import ValueCodec
 from tether.waits import WAIT_KIND
 
 # What answers a tool call's approval: approve, reject with a reason, or approve with edited
@@ -203,8 +206,8 @@ class Agent:
             previous_turn = _turn_of(ctx.parents_of, ctx.kind_of, parents[0])
             before = self._conversations.prompt_of(ctx.run_id, previous_turn)
             if before is not None:
-                messages = [*before, await ctx.output_of(previous_turn)]
-                messages += [await ctx.output_of(t) for t in parents]
+                results = [await ctx.output_of(t) for t in parents]
+                messages = [*before, *turn_messages(await ctx.output_of(previous_turn), results)]
                 self._conversations.keep(ctx.run_id, ctx.node_id, messages)
                 return messages
         messages = await self._walk_history(ctx)
@@ -221,8 +224,8 @@ class Agent:
             parents = ctx.parents_of(previous_turn)
         messages: list[Message] = [{"role": "user", "content": prompt_of(await ctx.run_input())}]
         for turn_id, tool_ids in reversed(chain):
-            messages.append(await ctx.output_of(turn_id))
-            messages.extend([await ctx.output_of(t) for t in tool_ids])
+            results = [await ctx.output_of(t) for t in tool_ids]
+            messages += turn_messages(await ctx.output_of(turn_id), results)
         return messages
 
     # -- node handlers ----------------------------------------------------------------
@@ -271,7 +274,7 @@ class Agent:
         for i, (k, c) in enumerate(zip(keys, reply.tool_calls, strict=True)):
             wait = self._approval_wait(ctx, i, c.name, c.arguments)
             if wait is None:
-                spawn.append(Spawn(self._kind_of(c.name), {"call": i}, key=k))
+                spawn.append(Spawn(self._kind_of(c.name), None, key=k))  # call i: its key
             else:
                 spawn.append(wait)
                 spawn.append(
@@ -303,20 +306,22 @@ class Agent:
 
     async def _call_of(self, ctx: Context, node: Node) -> dict[str, Any]:
         turn_id = _turn_of(ctx.parents_of, ctx.kind_of, node.node_id)
-        turn = await ctx.output_of(turn_id)
-        call: dict[str, Any] = turn["tool_calls"][node.input["call"]]
+        calls = (await ctx.output_of(turn_id))["tool_calls"]
+        if node.input is not None:  # an approval's, or recorded before keys told the call
+            index: int = node.input["call"]
+        else:  # call i is the turn's successor with key f"call{i}" (ids are stable)
+            index = next(
+                i for i in range(len(calls)) if child_id(turn_id, f"call{i}") == node.node_id
+            )
+        call: dict[str, Any] = calls[index]
         return call
 
     @staticmethod
-    def _result(call: dict[str, Any], content: Any, *, is_error: bool = False) -> Message:
+    def _result(call: dict[str, Any], content: Any, *, is_error: bool = False) -> Message | str:
+        """The result of `call` as its node records it (the call's id and name are the
+        turn's: `tool_message_of` puts them back)."""
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-        return {
-            "role": "tool",
-            "tool_call_id": call["id"],
-            "name": call["name"],
-            "content": text,
-            "is_error": is_error,
-        }
+        return tool_result(text, is_error=is_error)
 
     def _kind_of(self, name: str) -> str:
         if name in self.tools:
@@ -328,17 +333,17 @@ class Agent:
             return f"mcp:{server.name}"
         return "tool"  # a tool the model made up: answered with an error, not a crash
 
-    async def _unknown_tool(self, ctx: Context, node: Node) -> Message:
+    async def _unknown_tool(self, ctx: Context, node: Node) -> Message | str:
         call = await self._call_of(ctx, node)
         known = ", ".join(sorted([*self.tools, *self.subagents])) or "none"
         missing = f"error: there is no tool {call['name']!r} (tools: {known})"
         return self._result(call, missing, is_error=True)
 
     def _tool_handler(self, tool: Tool) -> Handler:
-        async def run_tool(ctx: Context, node: Node) -> Message:
+        async def run_tool(ctx: Context, node: Node) -> Message | str:
             call = await self._call_of(ctx, node)
             given = call["arguments"]
-            if "approval" in node.input:
+            if node.input is not None and "approval" in node.input:
                 event = await ctx.event(node.input["approval"])
                 if event.timed_out:
                     return self._result(call, "not run: approval timed out", is_error=True)
@@ -357,20 +362,20 @@ class Agent:
         return run_tool
 
     def _mcp_handler(self, server: MCPServer) -> Handler:
-        async def run_mcp_tool(ctx: Context, node: Node) -> Message:
+        async def run_mcp_tool(ctx: Context, node: Node) -> Message | str:
             call = await self._call_of(ctx, node)
             text, is_error = await server.call(call["name"], call["arguments"])
             return self._result(call, text, is_error=is_error)
 
         return run_mcp_tool
 
-    async def _tool_failed(self, ctx: Context, node: Node, exc: BaseException) -> Message:
+    async def _tool_failed(self, ctx: Context, node: Node, exc: BaseException) -> Message | str:
         """A tool that raised after its last attempt: the model reads the error, the run goes on."""
         call = await self._call_of(ctx, node)
         return self._result(call, f"error: {type(exc).__name__}: {exc}", is_error=True)
 
     def _subagent_handler(self, sub: Agent) -> Handler:
-        async def run_subagent(ctx: Context, node: Node) -> Message:
+        async def run_subagent(ctx: Context, node: Node) -> Message | str:
             call = await self._call_of(ctx, node)
             args = call["arguments"]
             task = args.get("task") if isinstance(args, dict) else None
@@ -386,33 +391,43 @@ class Agent:
     async def transcript(self, runtime: Runtime, run_id: str) -> list[Message]:
         """The whole conversation of a finished run, rebuilt from its log."""
         outcome = await runtime.outcome(run_id)
-        graph = outcome.graph
-        if graph.result_node is None:
-            raise ValueError(f"run {run_id} has no final answer yet ({graph.status})")
-        codec = runtime.new_codec()
-        messages: list[Message] = []
-        chain: list[str] = []
-        nid: str | None = graph.result_node
+        return await conversation_of(outcome.graph, runtime.new_codec())
 
-        def parents_of(node_id: str) -> tuple[str, ...]:
-            return tuple(graph.spec(node_id).parent_ids)
 
-        def kind_of(node_id: str) -> str:
-            return graph.spec(node_id).kind
+async def conversation_of(graph: Graph, codec: ValueCodec) -> list[Message]:
+    """The whole conversation of a finished agent run's graph, messages whole (whether its
+    nodes recorded them whole or slim)."""
+    if graph.result_node is None:
+        raise ValueError(f"run {graph.run_id} has no final answer yet ({graph.status})")
 
-        while nid is not None:
-            chain.append(nid)
-            parents = parents_of(nid)
-            chain.extend(reversed(parents))
-            nid = _turn_of(parents_of, kind_of, parents[0]) if parents else None
-        started = graph.started
-        assert started is not None
-        messages.append({"role": "user", "content": prompt_of(await codec.decode(started.input))})
-        for node_id in reversed(chain):
-            state = graph.nodes[node_id]
-            assert state.completed is not None
-            messages.append(await codec.decode(state.completed.output))
-        return messages
+    def parents_of(node_id: str) -> tuple[str, ...]:
+        return graph.parents_of(node_id)
+
+    def kind_of(node_id: str) -> str:
+        return graph.spec(node_id).kind
+
+    async def output_of(node_id: str) -> Any:
+        completed = graph.completed(node_id)
+        assert completed is not None
+        return await codec.decode(completed.output)
+
+    # (turn, the tool calls it made) from the answer back to the first turn.
+    chain: list[tuple[str, tuple[str, ...]]] = []
+    nid: str | None = graph.result_node
+    calls: tuple[str, ...] = ()
+    while nid is not None:
+        chain.append((nid, calls))
+        calls = parents_of(nid)
+        nid = _turn_of(parents_of, kind_of, calls[0]) if calls else None
+    started = graph.started
+    assert started is not None
+    messages: list[Message] = [
+        {"role": "user", "content": prompt_of(await codec.decode(started.input))}
+    ]
+    for turn_id, tool_ids in reversed(chain):
+        results = [await output_of(t) for t in tool_ids]
+        messages += turn_messages(await output_of(turn_id), results)
+    return messages
 
 
 def _turn_of(

@@ -151,8 +151,8 @@ function blobView(b) {
 function valueView(v) {
   if (v && typeof v === "object" && v.$blob) return blobView(v.$blob);
   if (typeof v === "string") return h("pre", {}, v);
-  // A chat message: its text first, as text.
-  if (v && typeof v === "object" && typeof v.content === "string" && v.role) {
+  // A chat message (recorded whole, or slim: without its role): its text first, as text.
+  if (v && typeof v === "object" && typeof v.content === "string") {
     return h("div", {}, h("pre", {}, v.content), h("details", {}, h("summary", {}, "as JSON"),
              h("pre", {}, JSON.stringify(v, null, 2))));
   }

@@ -147,7 +147,7 @@ class RunStarted(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ..., agent: _Optional[str] = ..., input: _Optional[_Union[Value, _Mapping]] = ..., config: _Optional[bytes] = ..., limits: _Optional[_Union[BudgetLimits, _Mapping]] = ..., parent_run_id: _Optional[str] = ..., parent_node_id: _Optional[str] = ..., roots: _Optional[_Iterable[_Union[NodeSpec, _Mapping]]] = ..., forked_from_run_id: _Optional[str] = ..., forked_from_seq: _Optional[int] = ..., overridden_node_ids: _Optional[_Iterable[str]] = ..., agent_version: _Optional[str] = ...) -> None: ...
 
 class NodeCompleted(_message.Message):
-    __slots__ = ("node_id", "parent_ids", "kind", "output", "spawned", "used", "blobs", "attempt", "started_at_us", "finished_at_us", "is_result", "fallback", "wait")
+    __slots__ = ("node_id", "parent_ids", "kind", "output", "spawned", "used", "blobs", "attempt", "started_at_us", "finished_at_us", "is_result", "fallback", "wait", "took_us")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_IDS_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -161,6 +161,7 @@ class NodeCompleted(_message.Message):
     IS_RESULT_FIELD_NUMBER: _ClassVar[int]
     FALLBACK_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
+    TOOK_US_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     parent_ids: _containers.RepeatedScalarFieldContainer[str]
     kind: str
@@ -174,7 +175,8 @@ class NodeCompleted(_message.Message):
     is_result: bool
     fallback: bool
     wait: WaitOutcome
-    def __init__(self, node_id: _Optional[str] = ..., parent_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., output: _Optional[_Union[Value, _Mapping]] = ..., spawned: _Optional[_Iterable[_Union[NodeSpec, _Mapping]]] = ..., used: _Optional[_Union[BudgetUsed, _Mapping]] = ..., blobs: _Optional[_Iterable[_Union[BlobRef, _Mapping]]] = ..., attempt: _Optional[int] = ..., started_at_us: _Optional[int] = ..., finished_at_us: _Optional[int] = ..., is_result: _Optional[bool] = ..., fallback: _Optional[bool] = ..., wait: _Optional[_Union[WaitOutcome, _Mapping]] = ...) -> None: ...
+    took_us: int
+    def __init__(self, node_id: _Optional[str] = ..., parent_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., output: _Optional[_Union[Value, _Mapping]] = ..., spawned: _Optional[_Iterable[_Union[NodeSpec, _Mapping]]] = ..., used: _Optional[_Union[BudgetUsed, _Mapping]] = ..., blobs: _Optional[_Iterable[_Union[BlobRef, _Mapping]]] = ..., attempt: _Optional[int] = ..., started_at_us: _Optional[int] = ..., finished_at_us: _Optional[int] = ..., is_result: _Optional[bool] = ..., fallback: _Optional[bool] = ..., wait: _Optional[_Union[WaitOutcome, _Mapping]] = ..., took_us: _Optional[int] = ...) -> None: ...
 
 class NodeFailed(_message.Message):
     __slots__ = ("node_id", "kind", "error_type", "message", "attempt", "retryable")
@@ -229,7 +231,7 @@ class RunFinished(_message.Message):
     def __init__(self, status: _Optional[_Union[RunStatus, str]] = ..., result: _Optional[_Union[Value, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
 
 class StepRecorded(_message.Message):
-    __slots__ = ("node_id", "index", "name", "output", "used", "attempt", "started_at_us", "finished_at_us")
+    __slots__ = ("node_id", "index", "name", "output", "used", "attempt", "started_at_us", "finished_at_us", "took_us")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -238,6 +240,7 @@ class StepRecorded(_message.Message):
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_US_FIELD_NUMBER: _ClassVar[int]
     FINISHED_AT_US_FIELD_NUMBER: _ClassVar[int]
+    TOOK_US_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     index: int
     name: str
@@ -246,7 +249,8 @@ class StepRecorded(_message.Message):
     attempt: int
     started_at_us: int
     finished_at_us: int
-    def __init__(self, node_id: _Optional[str] = ..., index: _Optional[int] = ..., name: _Optional[str] = ..., output: _Optional[_Union[Value, _Mapping]] = ..., used: _Optional[_Union[BudgetUsed, _Mapping]] = ..., attempt: _Optional[int] = ..., started_at_us: _Optional[int] = ..., finished_at_us: _Optional[int] = ...) -> None: ...
+    took_us: int
+    def __init__(self, node_id: _Optional[str] = ..., index: _Optional[int] = ..., name: _Optional[str] = ..., output: _Optional[_Union[Value, _Mapping]] = ..., used: _Optional[_Union[BudgetUsed, _Mapping]] = ..., attempt: _Optional[int] = ..., started_at_us: _Optional[int] = ..., finished_at_us: _Optional[int] = ..., took_us: _Optional[int] = ...) -> None: ...
 
 class Record(_message.Message):
     __slots__ = ("run_started", "node_completed", "node_failed", "run_paused", "run_resumed", "run_finished", "step_recorded", "run_waiting", "at_us")
