@@ -238,7 +238,9 @@ def test_resume_force_fences_a_live_worker_on_postgres(
     worker = subprocess.Popen(
         [sys.executable, "-m", "tether", "worker", "--poll", "0.2"],
         cwd=tmp_path,
-        env={**e, "TETHER_DEMO_SPEED": "3"},  # slow: the takeover lands mid-run
+        # Slow: the takeover lands mid-run even when each CLI call takes seconds (at speed 3
+        # on a loaded machine the run had finished before `resume --force` reached it).
+        env={**e, "TETHER_DEMO_SPEED": "8"},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
