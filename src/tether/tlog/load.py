@@ -222,12 +222,11 @@ def _replay(source: str, run: TlogRun) -> Graph:
         raise BadTlog(source, f"run {run_id} has no records")
     graph = Graph(run_id)
     try:
-        for seq, record in enumerate(decode_log(run_id, run.rows)):
-            try:
-                graph.check(record)
-            except GraphError as exc:
-                raise CorruptRecord(run_id, seq, f"does not replay ({exc})") from None
-            graph.apply(record, checked=True)
+        records = decode_log(run_id, run.rows)
+        try:  # as a load replays a run (Graph.replay: each record checked before it applies)
+            graph.replay(records)
+        except GraphError as exc:  # the record at next_seq did not fit; those before did
+            raise CorruptRecord(run_id, graph.next_seq, f"does not replay ({exc})") from None
     except CorruptRecord as exc:
         raise BadTlog(source, str(exc)) from None
     started = graph.started
