@@ -31,7 +31,7 @@ from pathlib import Path
 import asyncpg
 
 from bench.common import pct
-from tether.records import decode_log
+from tether.records import decode_log, started_at_us_of
 from tether.runtime import Runtime
 from tether.store import Status
 from tether.store.postgres import PostgresStore
@@ -225,11 +225,12 @@ async def _read_back(store: PostgresStore, played: Played) -> None:
         played.recorded_twice += [f"{run_id}/{n}" for n, count in seen.items() if count > 1]
         if moved_at is not None:
             played.moved.add(run_id)
+            # (a slim record keeps its start as took_us before its finish: started_at_us_of)
             first = min(
-                r.node_completed.started_at_us
+                started
                 for r in records
                 if r.WhichOneof("body") == "node_completed"
-                and r.node_completed.started_at_us >= moved_at
+                and (started := started_at_us_of(r.node_completed)) >= moved_at
             )
             played.latencies.append((first - played.sigterm_us) / 1e6)
             played.handovers.append((first - paused_at) / 1e6)
