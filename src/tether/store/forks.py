@@ -138,18 +138,6 @@ def plan_copies(refs: Iterable[tuple[str, int, int, str]], limit: int) -> list[C
 class ForkTable(ABC):
     """Creating forks, their references and lineage; copying references out before a delete."""
 
-    async def create(
-        self,
-        info: RunInfo,
-        first_record: bytes,
-        origin: Origin,
-        segments: Sequence[Segment],
-        entries: Sequence[tuple[int, bytes]] = (),
-    ) -> None:
-        """Insert the fork's row, its seq 0, its own `entries`, its references and its
-        origin in one transaction (RunExists if the id is taken)."""
-        await self.create_runs([NewRun(info, first_record, origin, segments, entries)])
-
     @abstractmethod
     async def create_runs(self, runs: Sequence[NewRun]) -> None:
         """Insert these runs (rows, seq 0, own rows, references, origins) in one
