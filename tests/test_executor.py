@@ -432,3 +432,13 @@ async def test_invariant_2_records_hold_the_delta_and_stay_small(store: Store) -
     middle = node_rows[1:-1]
     assert max(middle) - min(middle) <= 32
     assert sum(middle[-50:]) / 50 <= sum(middle[:50]) / 50 + 8
+    # Nothing stored twice: a node's parents are its spec's, in the record that spawned it
+    # (a chain's step names none there either: its one parent is the node spawning it), its
+    # time is its finish, and attempt 1 is not written.
+    nodes = [r for r in decode_log(outcome.run_id, rows) if r.HasField("node_completed")]
+    assert len(nodes) == 300
+    for record in nodes:
+        nc = record.node_completed
+        assert record.at_us == 0 and nc.finished_at_us > 0
+        assert not nc.parent_ids and nc.attempt == 0
+        assert all(not spec.parent_ids for spec in nc.spawned)
