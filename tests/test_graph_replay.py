@@ -11,6 +11,7 @@ log that does not fit must fail at the same record with the same message.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tether import records as r
+from tether.columns import replay_rows
 from tether.graph import Graph, GraphError
 from tether.status import Status
 
@@ -31,8 +33,8 @@ def _state(g: Graph) -> dict[str, Any]:
     return {
         "started": ser(g.started),
         "agent_version": g.agent_version,
-        "specs": [(k, ser(v)) for k, v in g._specs.items()],
-        "done": [(k, ser(v)) for k, v in g._done.items()],
+        "specs": [(k, ser(g.spec(k))) for k in list(g._specs)],
+        "done": [(k, ser(g.completed(k))) for k in list(g._done)],
         "failed": [(k, ser(v)) for k, v in g._failed.items()],
         "waiting": list(g._waiting.items()),
         "steps": [(k, [(i, ser(s)) for i, s in v.items()]) for k, v in g._steps.items()],
@@ -41,7 +43,6 @@ def _state(g: Graph) -> dict[str, Any]:
         "open_waits": list(g.open_waits),
         "ready": list(g.ready),
         "waiters": list(g._waiters.items()),
-        "spawners": list(g._spawners.items()),
         "parents": [(k, g.parents_of(k)) for k in g._specs],
         "limits": ser(g.limits),
         "totals": (g.tokens_in, g.tokens_out, g.cost, g.model_calls),
@@ -84,15 +85,21 @@ def _run(log: list[r.Record], batched: bool) -> tuple[dict[str, Any], str | None
 
 @st.composite
 def logs(draw: st.DrawFn) -> list[r.Record]:
-    """A run's log as a model of the executor would write it, with some misfits."""
+    """A run's log as a model of the executor would write it, with some misfits; now and
+    then slim (node records without at_us, specs without their spawner), the shape that
+    rehydration reads by columns."""
     at = 1_000
+    slim = draw(st.booleans())
     names = iter(f"n{i}" for i in range(10_000))
     log: list[r.Record] = []
 
     def stamp(record: r.Record) -> r.Record:
         nonlocal at
         at += draw(st.integers(-3, 50))  # clocks of several processes: not monotonic
-        record.at_us = max(at, 0)
+        if slim and record.node_completed.node_id:
+            record.node_completed.finished_at_us = max(at, 0)
+        else:
+            record.at_us = max(at, 0)
         return record
 
     def spec(parents: list[str], wait: bool = False, sleep: bool = False) -> r.NodeSpec:
@@ -112,7 +119,7 @@ def logs(draw: st.DrawFn) -> list[r.Record]:
     model.apply(started)
     everyone = [s.node_id for s in roots]
     for _ in range(draw(st.integers(0, 60))):
-        record = _next_record(draw, model, everyone, spec)
+        record = _next_record(draw, model, everyone, spec, slim)
         if record is None:
             break
         log.append(stamp(record))
@@ -128,7 +135,9 @@ def logs(draw: st.DrawFn) -> list[r.Record]:
     return log
 
 
-def _next_record(draw: st.DrawFn, g: Graph, everyone: list[str], spec: Any) -> r.Record | None:
+def _next_record(
+    draw: st.DrawFn, g: Graph, everyone: list[str], spec: Any, slim: bool
+) -> r.Record | None:
     kind = draw(
         st.sampled_from(
             ["complete"] * 8
@@ -138,11 +147,12 @@ def _next_record(draw: st.DrawFn, g: Graph, everyone: list[str], spec: Any) -> r
     ready = list(g.ready)
     if kind == "complete" and ready:
         nid = draw(st.sampled_from(ready[:3]))
-        shape = draw(st.sampled_from(["plain"] * 4 + ["none", "fan", "join", "wait", "other"]))
+        shapes = ["plain"] * 4 + ["none", "fan"] + ([] if slim else ["join", "wait", "other"])
+        shape = draw(st.sampled_from(shapes))
         spawned: list[r.NodeSpec] = []
 
         def by_nid() -> list[str]:  # the spawner named, or left out (a slim spec)
-            return [nid] if draw(st.booleans()) else []
+            return [] if slim or draw(st.booleans()) else [nid]
 
         if shape == "plain":
             spawned = [spec(by_nid())]
@@ -168,6 +178,7 @@ def _next_record(draw: st.DrawFn, g: Graph, everyone: list[str], spec: Any) -> r
         )
         if draw(st.integers(0, 5)) == 0:
             record.ClearField("at_us")  # an unset timestamp reads as 0
+            record.node_completed.ClearField("finished_at_us")
         return record
     if kind == "answer" and g.open_waits:
         nid = draw(st.sampled_from(list(g.open_waits)))
@@ -259,3 +270,62 @@ def test_a_misfit_fails_replay_at_its_record_with_those_before_applied() -> None
     with pytest.raises(GraphError, match=r"^records node a a second time$"):
         g.replay([started, done_a, done_a])
     assert g.next_seq == 2 and g.order == ["a"] and list(g.ready) == ["b"]
+
+
+def _rows_run(log: list[r.Record], pieces: int = 0) -> tuple[dict[str, Any], str | None]:
+    """The log encoded as rows and loaded as `Runtime.load` does (`replay_rows`), in
+    `pieces` + 1 calls (a load, then catch-ups)."""
+    rows = [r.encode(record) for record in log]
+    cuts = sorted({len(rows) * i // (pieces + 1) for i in range(1, pieces + 1)})
+    g = Graph("run")
+    error = None
+    try:
+        start = 0
+        for cut in [*cuts, len(rows)]:
+            replay_rows(g, rows[start:cut])
+            start = cut
+    except GraphError as exc:
+        error = str(exc)
+    return _state(g), error
+
+
+@settings(deadline=None)
+@given(logs(), st.integers(0, 3))
+def test_rows_read_by_columns_give_the_graph_apply_gives_record_by_record(
+    log: list[r.Record], pieces: int
+) -> None:
+    assert _rows_run(log, pieces) == _run(log, batched=False)
+
+
+def test_a_chain_is_read_by_columns_and_its_records_decoded_when_asked_for() -> None:
+    specs = [r.NodeSpec(node_id=f"n{i}", kind="k") for i in range(4)]
+    started = r.run_started("agent", r.json_value(None), entry="k", root_id="x")
+    started.run_started.ClearField("roots")
+    started.run_started.roots.append(specs[0])
+    log = [started] + [_completed(a, b) for a, b in pairwise(specs)]
+    g = Graph("run")
+    replay_rows(g, [r.encode(record) for record in log])
+    assert g.next_seq == 4 and g.order == ["n0", "n1", "n2"] and list(g.ready) == ["n3"]
+    assert all(isinstance(g._done[nid], int) for nid in g.order)  # held as their rows
+    assert g.parents_of("n2") == ("n1",) and g.spec("n3").node_id == "n3"
+    done = g.completed("n1")
+    assert done is not None and done.spawned[0].node_id == "n2"
+    assert g._done["n1"] is done and isinstance(g._done["n0"], int)
+
+
+def test_misfits_read_by_columns_fail_as_apply_fails() -> None:
+    # A node recorded before it is spawned (by its own record), and a wait completed by a
+    # plain node record: rows of the shape read by columns, which must not fit.
+    a = r.NodeSpec(node_id="a", kind="k")
+    w = r.NodeSpec(node_id="w", kind="k", parent_ids=["a"])
+    w.wait.key = "key"
+    started = r.run_started("agent", r.json_value(None), entry="k", root_id="a")
+    started.run_started.ClearField("roots")
+    started.run_started.roots.append(a)
+    own = r.NodeSpec(node_id="b", kind="k")
+    for log in (
+        [started, _completed(a, r.NodeSpec(node_id="c", kind="k")), _completed(own, own)],
+        [started, _completed(a, w), r.run_paused("drain"), _completed(w)],
+    ):
+        got = _rows_run(log)
+        assert got == _run(log, batched=False) and got[1] is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import assert_never
+from typing import TYPE_CHECKING, assert_never
 
 from tether.money import money
 from tether.records import (
@@ -19,9 +19,13 @@ from tether.records import (
     WaitSpec,
     at_us_of,
     body_of,
+    decode_one,
     waiting_reason,
 )
 from tether.status import Status
+
+if TYPE_CHECKING:
+    from tether.columns import NodeColumns
 
 
 class GraphError(Exception):
@@ -62,7 +66,8 @@ class NodesView(Mapping[str, NodeState]):
     """Every node spawned so far, by id, in spawn order; states are built on access.
 
     The graph keeps a node's facts in flat dicts (spec, parents not yet recorded, record)
-    rather than one object per node: replay then costs a few dict writes per record.
+    rather than one object per node: replay then costs a few dict writes per record, or
+    none of its own when read by columns (`apply_columns`).
     """
 
     __slots__ = ("_g",)
@@ -73,9 +78,9 @@ class NodesView(Mapping[str, NodeState]):
     def __getitem__(self, node_id: str) -> NodeState:
         g = self._g
         return NodeState(
-            g._specs[node_id],
+            g.spec(node_id),
             g._waiting.get(node_id, 0),
-            g._done.get(node_id),
+            g.completed(node_id),
             g._failed.get(node_id),
             g._steps.get(node_id),
         )
@@ -100,11 +105,15 @@ class Graph:
         # last one it moved to (RunResumed.agent_version); "" for runs older than versions.
         self.agent_version = ""
         # Every spawned node's spec; the records of completed (in record order) and failed
-        # nodes; how many parents a node still waits for (only while more than 0).
-        self._specs: dict[str, NodeSpec] = {}
-        # The node that spawned each node whose slim spec leaves out that one parent.
+        # nodes; how many parents a node still waits for (only while more than 0). A spec or
+        # record read by columns is held as the seq of its row in `_rows` until first asked
+        # for (`_decode_row`): a load decodes only what its reader needs.
+        self._specs: dict[str, NodeSpec | int] = {}
+        # The node that spawned each node whose slim spec leaves out that one parent (for a
+        # spec still held as a row: once decoded).
         self._spawners: dict[str, str] = {}
-        self._done: dict[str, NodeCompleted] = {}
+        self._done: dict[str, NodeCompleted | int] = {}
+        self._rows: dict[int, bytes] = {}
         self._failed: dict[str, NodeFailed] = {}
         self._waiting: dict[str, int] = {}
         # Journaled steps recorded by running nodes, by node id, then position.
@@ -159,7 +168,8 @@ class Graph:
 
     def completed(self, node_id: str) -> NodeCompleted | None:
         """The record of a completed node, or None."""
-        return self._done.get(node_id)
+        done = self._done.get(node_id)
+        return self._decode_row(done) if isinstance(done, int) else done
 
     def steps_of(self, node_id: str) -> dict[int, StepRecorded] | None:
         """The journaled steps a node recorded so far, by position (None: none)."""
@@ -167,12 +177,17 @@ class Graph:
 
     def spec(self, node_id: str) -> NodeSpec:
         """The spec of a spawned node (KeyError if none); its parents: `parents_of`."""
-        return self._specs[node_id]
+        spec = self._specs[node_id]
+        if isinstance(spec, int):
+            self._decode_row(spec)
+            spec = self._specs[node_id]
+            assert not isinstance(spec, int)
+        return spec
 
     def parents_of(self, node_id: str) -> tuple[str, ...]:
         """The ids of the nodes a node waited for: its spec's parents, or the node that
         spawned it when a slim spec leaves that one parent out (KeyError if never spawned)."""
-        parents = self._specs[node_id].parent_ids
+        parents = self.spec(node_id).parent_ids
         if parents:
             return tuple(parents)
         spawner = self._spawners.get(node_id)
@@ -182,7 +197,9 @@ class Graph:
         """(node id, spec) of the spawned nodes not completed yet that a handler must
         execute (waits are completed by events, not handlers), in spawn order."""
         done, waits = self._done, self._wait_ids
-        return [(nid, s) for nid, s in self._specs.items() if nid not in done and nid not in waits]
+        return [
+            (nid, self.spec(nid)) for nid in self._specs if nid not in done and nid not in waits
+        ]
 
     def pending_kinds(self) -> list[str]:
         """The kinds of `pending_specs`, each once, in spawn order."""
@@ -190,13 +207,14 @@ class Graph:
 
     def pending_waits(self) -> list[PendingWait]:
         """The open waits, in the order they opened."""
-        specs = self._specs
-        return [PendingWait(specs[nid].wait.key, nid, specs[nid].wait) for nid in self.open_waits]
+        return [
+            PendingWait(self.spec(nid).wait.key, nid, self.spec(nid).wait)
+            for nid in self.open_waits
+        ]
 
     def wake_at_us(self) -> int:
         """The earliest deadline of the open waits (µs since the epoch); 0 if none has one."""
-        specs = self._specs
-        deadlines = [d for nid in self.open_waits if (d := specs[nid].wait.deadline_us) > 0]
+        deadlines = [d for nid in self.open_waits if (d := self.spec(nid).wait.deadline_us) > 0]
         return min(deadlines, default=0)
 
     @property
@@ -287,7 +305,7 @@ class Graph:
             self._check_spawned(nid, spawned)
 
     def _check_wait_done(self, nid: str, nc: NodeCompleted | None) -> None:
-        wait = self._specs[nid].wait
+        wait = self.spec(nid).wait
         if nc is None or nc.wait.key != wait.key:
             raise GraphError(f"completes wait {wait.key!r} without its event")
         if wait.timer_only and not nc.wait.timed_out:
@@ -430,6 +448,88 @@ class Graph:
         finally:
             self.next_seq, self.last_at_us, self.result_node = seq, last_at, result
 
+    def apply_columns(self, columns: NodeColumns, rows: Sequence[bytes]) -> bool:
+        """Apply node records read by columns (`columns.replay_rows`): the graph `replay`
+        gives of them. False, with nothing changed, if they do not all fit (a node recorded
+        twice or before it was spawned, a node others wait for); `replay` of the decoded
+        records then applies those before the misfit and names it.
+
+        `node_columns` let through only records of the common shape: each records a node
+        and spawns slim specs (the recorded node their one parent), none a wait, so each
+        spawned node is ready at once and stays so until its record.
+        """
+        specs, done, ready = self._specs, self._done, self.ready
+        nids, sids, spawner = columns.node_ids, columns.spawned, columns.spawner
+        m, p = len(nids), len(sids)
+        recorded = dict.fromkeys(nids)
+        if (
+            self.started is None
+            or len(recorded) != m
+            or not done.keys().isdisjoint(recorded)
+            or len(dict.fromkeys(sids)) != p
+            or not specs.keys().isdisjoint(sids)
+            or (self._waiters and not self._waiters.keys().isdisjoint(recorded))
+        ):
+            return False
+        # Every node must be spawned before its record: by an earlier row of these, or
+        # before them (and then neither waiting for parents nor a wait).
+        q = min(p, m - 1)
+        chain = isinstance(spawner, range) and nids[1 : q + 1] == sids[:q]
+        if chain:  # row k records the node row k - 1 spawned
+            before = nids[:1] + nids[q + 1 :]
+        else:
+            row_of = dict(zip(sids, spawner, strict=True))
+            before = []
+            for k, nid in enumerate(nids):
+                j = row_of.get(nid)
+                if j is None:
+                    before.append(nid)
+                elif j >= k:
+                    return False
+        waiting, wait_ids = self._waiting, self._wait_ids
+        for nid in before:
+            if nid not in specs or nid in waiting or nid in wait_ids:
+                return False
+        seq = self.next_seq
+        self._rows.update(zip(range(seq, seq + m), rows, strict=True))
+        if ready:
+            for nid in before:
+                ready.pop(nid, None)
+        done.update(zip(nids, range(seq, seq + m), strict=True))
+        if isinstance(spawner, range):
+            specs.update(zip(sids, range(seq, seq + p), strict=True))
+        else:
+            specs.update(zip(sids, [seq + j for j in spawner], strict=True))
+        for sid in sids[q:] if chain else sids:
+            if sid not in done:
+                ready[sid] = None
+        self.next_seq = seq + m
+        if columns.last_at_us > self.last_at_us:
+            self.last_at_us = columns.last_at_us
+        if self.result_node is None and columns.result_row >= 0:
+            self.result_node = nids[columns.result_row]
+        if columns.tokens_in or columns.tokens_out or columns.costs or columns.model_calls:
+            self._sum()  # the records before these first: a float sum depends on its order
+            self._tokens_in += columns.tokens_in
+            self._tokens_out += columns.tokens_out
+            cost = self._cost
+            for c in columns.costs:
+                cost += c
+            self._cost = cost
+            self._model_calls += columns.model_calls
+        return True
+
+    def _decode_row(self, seq: int) -> NodeCompleted:
+        """Decode the node record at `seq`, applied by columns and held as its row until now:
+        its record and the specs it spawned take the place of their seq."""
+        nc = decode_one(self.run_id, seq, self._rows.pop(seq)).node_completed
+        nid = nc.node_id
+        self._done[nid] = nc
+        for spec in nc.spawned:  # slim specs (`node_columns`): their one parent is `nid`
+            self._specs[spec.node_id] = spec
+            self._spawners[spec.node_id] = nid
+        return nc
+
     def _apply_one(
         self, record: Record, seq: int, last_at: int, result: str | None
     ) -> tuple[int, int, str | None]:
@@ -556,7 +656,7 @@ _Spawned = tuple[NodeSpec, str, Sequence[str]]
 
 
 def _split_spawned(
-    nid: str, spawned: Sequence[NodeSpec], specs: dict[str, NodeSpec]
+    nid: str, spawned: Sequence[NodeSpec], specs: dict[str, NodeSpec | int]
 ) -> tuple[tuple[NodeSpec, str] | None, list[_Spawned]]:
     """The spawns of node `nid` as (the common one, the others). The common spawn needs
     no more checking: one new node, not a wait, whose only parent is the node just

@@ -14,6 +14,7 @@ from typing import Any
 from tether.blobs import BlobStore
 from tether.blobs.sealed import SealedBlobStore
 from tether.budgets import Change, refuse_spent
+from tether.columns import replay_rows
 from tether.compat import check_run
 from tether.core import Budget, Usage
 from tether.crypto.keyring import KeyRing
@@ -43,7 +44,6 @@ from tether.heartbeat import DEFAULT_LEASE_TTL, Heartbeat
 from tether.ids import ROOT_ID, child_run_id, new_run_id
 from tether.inputs import check_run_id
 from tether.records import (
-    decode_log,
     dump_json,
     limits_of,
     run_finished,
@@ -585,7 +585,7 @@ def applied(graph: Graph, rows: list[bytes]) -> Graph:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        graph.replay(decode_log(graph.run_id, rows, graph.next_seq))
+        replay_rows(graph, rows)
     except GraphError as exc:
         # A record that does not fit is not applied: next_seq is its seq.
         raise CorruptRecord(graph.run_id, graph.next_seq, str(exc)) from None

@@ -1,0 +1,171 @@
+"""A run's node records read as columns: one parse of many rows, no object per record.
+
+Rehydration's fast path (see `replay_rows`). Building a protobuf object per record and
+reading its fields one by one cost ~19,000 instructions a record; the rows of a stretch of
+node records, each followed by `MARK`, parse as one `LogColumns` (proto/tether/v1/
+columns.proto) whose repeated fields hold every record's node id, spawned ids, times and
+usage, read as lists. Only logs of the common shape are read so (`node_columns` says None
+otherwise) and the graph checks the rest (`Graph.apply_columns`); anything else is read
+record by record, which names the record that does not fit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import TYPE_CHECKING
+
+from google.protobuf.message import DecodeError
+
+from tether._proto.tether.v1 import columns_pb2
+from tether.records import decode_log
+
+if TYPE_CHECKING:
+    from tether.graph import Graph
+
+# A row's mark: a one-record LogChunk whose node_completed holds an empty node_id, one
+# spawned spec with an empty node_id and an explicit false is_result. Parsed after each
+# row, it closes that row's entries in those three columns (recorded ids are never empty,
+# a record writes is_result only when true).
+_NODE = b"\x0a\x00" + b"\x2a\x02\x0a\x00" + b"\x58\x00"
+_RECORD = b"\x12" + bytes((len(_NODE),)) + _NODE
+MARK = b"\x0a" + bytes((len(_RECORD),)) + _RECORD
+
+
+@dataclass(frozen=True, slots=True)
+class NodeColumns:
+    """What the graph needs of a stretch of node records, by column."""
+
+    node_ids: list[str]  # the node each row records, in row order
+    spawned: list[str]  # the ids of the specs they spawned, in spawn order
+    spawner: Sequence[int]  # for each spawned id, the index of the row that spawned it
+    last_at_us: int  # the latest of the rows' times (at_us, or finished_at_us if slim)
+    result_row: int  # the first row whose output is the run's result, or -1
+    tokens_in: int
+    tokens_out: int
+    costs: list[float]  # the rows' costs in row order (a float sum depends on its order)
+    model_calls: int
+
+
+def replay_rows(graph: Graph, rows: Sequence[bytes]) -> None:
+    """Apply `rows` (the run's records from seq graph.next_seq on) to `graph`: the graph
+    `graph.replay` gives of their records, and the same GraphError or CorruptRecord at the
+    same record. Stretches of node records go by columns when they have the common shape;
+    every other record, and a stretch that does not fit, is decoded and replayed."""
+    start = 0
+    for end in [*_other_rows(rows), len(rows)]:
+        if end > start:
+            stretch = rows[start:end]
+            columns = node_columns(stretch)
+            if columns is None or not graph.apply_columns(columns, stretch):
+                graph.replay(decode_log(graph.run_id, stretch, graph.next_seq))
+        if end < len(rows):
+            graph.replay(decode_log(graph.run_id, rows[end : end + 1], graph.next_seq))
+        start = end + 1
+
+
+def _other_rows(rows: Sequence[bytes]) -> list[int]:
+    """The indexes of the rows that do not start with a node_completed body, as every
+    writer's do (a record's fields in number order): a guess the parse checks, since a row
+    guessed wrong is only read record by record. Bytes 1-3 of each row, matched in C: the
+    frame's length in one byte then the body's tag 0x12, or in two then the tag."""
+    heads = b"".join(map(_HEAD, rows))
+    if len(heads) != 3 * len(rows):  # a row shorter than 4 bytes: guess none
+        return list(range(len(rows)))
+    others: list[int] = []
+    pos = 0
+    while pos < len(heads):
+        pos = _NODE_HEADS.match(heads, pos).end()  # type: ignore[union-attr]
+        if pos < len(heads):
+            others.append(pos // 3)
+            pos += 3
+    return others
+
+
+_HEAD = itemgetter(slice(1, 4))
+_NODE_HEADS = re.compile(rb"(?:[\x00-\x7f]\x12.|[\x80-\xff][\x00-\x7f]\x12)*+", re.DOTALL)
+
+
+def node_columns(rows: Sequence[bytes]) -> NodeColumns | None:
+    """The columns of `rows` if each holds one node record of the common shape: a node id,
+    spawned specs that are slim (no parents named: the spawner is their one parent) and no
+    waits, no wait outcome, times all slim or none. None otherwise, or if they do not parse."""
+    view = columns_pb2.LogColumns()
+    try:
+        view.ParseFromString(MARK.join(rows) + MARK)
+    except DecodeError:
+        return None
+    rec = view.records
+    nc = rec.node_completed
+    m = len(rows)
+    ids = nc.node_id
+    if (
+        len(ids) != 2 * m
+        or rec.run_started
+        or rec.node_failed
+        or rec.run_paused
+        or rec.run_resumed
+        or rec.run_finished
+        or rec.step_recorded
+        or rec.run_waiting
+        or nc.wait
+        or nc.spawned.parent_ids
+        or nc.spawned.wait
+    ):
+        return None
+    node_ids = list(ids[0::2])
+    if "" in node_ids or any(ids[1::2]):
+        return None
+    found = _spawns(list(nc.spawned.node_id), m)
+    if found is None:
+        return None
+    last = _last_at(list(rec.at_us), list(nc.finished_at_us), m)
+    if last is None:
+        return None
+    flags = list(nc.is_result)
+    result_row = flags[: flags.index(True)].count(False) if True in flags else -1
+    used = nc.used
+    return NodeColumns(
+        node_ids,
+        found[0],
+        found[1],
+        last,
+        result_row,
+        sum(used.tokens_in),
+        sum(used.tokens_out),
+        list(used.cost),
+        sum(used.model_calls),
+    )
+
+
+def _spawns(column: list[str], m: int) -> tuple[list[str], Sequence[int]] | None:
+    """The spawned ids and the row that spawned each, from the column with its marks."""
+    if column.count("") != m:
+        return None  # a spec without an id
+    p = len(column) - m
+    head = column[: 2 * p]
+    if not any(head[1::2]) and "" not in head[0::2]:
+        # The first p rows spawned one each and the others none: a chain, an agent's turns.
+        return head[0::2], range(p)
+    spawned: list[str] = []
+    spawner: list[int] = []
+    row = 0
+    for sid in column:
+        if sid:
+            spawned.append(sid)
+            spawner.append(row)
+        else:
+            row += 1
+    return spawned, spawner
+
+
+def _last_at(at: list[int], finished: list[int], m: int) -> int | None:
+    """The latest of the rows' times: their at_us, or if slim (none) their finished_at_us;
+    None if some rows are slim and others not (the pairs would need row by row)."""
+    if not at:
+        return max(finished, default=0)
+    if len(at) == m and 0 not in at:
+        return max(at)
+    return None
