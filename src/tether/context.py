@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from tether.registry import Registry
     from tether.store import Store
 
+# A new attempt's usage (Usage is frozen: one instance serves every attempt).
+_NOTHING_USED = Usage()
+
 
 class Context:
     """The context of one attempt of one node."""
@@ -23,7 +26,7 @@ class Context:
     def __init__(self, run: RunExecutor, node: Node) -> None:
         self._run = run
         self.node = node
-        self.usage = Usage()
+        self.usage = _NOTHING_USED
         # Blobs attached by this attempt; listed in the node's record when it completes.
         self.attachments: list[BlobRef] = []
         # Made by the first ctx.step: most handlers take no steps.
