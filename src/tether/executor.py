@@ -15,7 +15,7 @@ from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 from tether import eager, logs
 from tether.blobs import BlobError, BlobNotFound, BlobRef
 from tether.context import Context
-from tether.core import Node, NodeResult, Sleep, Spawn, Wait
+from tether.core import NOTHING_USED, Node, NodeResult, Sleep, Spawn, Wait
 from tether.errors import (
     CannotContinue,
     ChildFailed,
@@ -33,7 +33,6 @@ from tether.graph import Graph, GraphError
 from tether.ids import child_id
 from tether.locks import HandoffLock
 from tether.records import (
-    BudgetUsed,
     NodeSpec,
     Record,
     close_completed,
@@ -579,18 +578,22 @@ class RunExecutor:
     ) -> tuple[Record, bytes]:
         result = out if isinstance(out, NodeResult) else NodeResult(output=out)
         usage = ctx.usage + result.usage if result.usage else ctx.usage
-        used = BudgetUsed(wall_ms=int((time.perf_counter() - t0) * 1000))
-        if usage.tokens_in or usage.tokens_out or usage.cost or usage.model_calls:
-            # (a node without model calls: its zeros need not be set, nor are they stored)
+        wall_ms = int((time.perf_counter() - t0) * 1000)
+        # The record is filled in place: what it used, its output and its successors.
+        record = open_completed(spec)
+        nc = record.node_completed
+        counted = usage is not NOTHING_USED and (
+            usage.tokens_in or usage.tokens_out or usage.cost or usage.model_calls
+        )
+        if wall_ms or counted or ctx.rate_wait_s:
+            # (a node that used nothing stores no `used`: its zeros are not set)
+            used = nc.used
+            used.wall_ms = wall_ms
             used.tokens_in = usage.tokens_in
             used.tokens_out = usage.tokens_out
             used.cost = usage.cost
             used.model_calls = usage.model_calls
-        if ctx.rate_wait_s:
             used.rate_wait_ms = round(ctx.rate_wait_s * 1000)
-        # The record is filled in place: output and successors are encoded into it.
-        record = open_completed(spec)
-        nc = record.node_completed
         if (data := self.codec.encode_into(nc.output, result.output)) is not None:
             nc.output.CopyFrom(await self.codec.offload(data))
         if result.spawn:
@@ -599,7 +602,6 @@ class RunExecutor:
         close_completed(
             nc,
             blobs=[pb_of(ref) for ref in refs] if refs else (),
-            used=used,
             attempt=attempt,
             started_at_us=started_us,
             is_result=result.is_result,

@@ -124,10 +124,11 @@ def node_completed(
     nc = record.node_completed
     set_value(nc.output, output)
     nc.spawned.extend(spawned)
+    if used.ByteSize():
+        nc.used.CopyFrom(used)
     close_completed(
         nc,
         blobs=blobs,
-        used=used,
         attempt=attempt,
         started_at_us=started_at_us,
         is_result=is_result,
@@ -152,16 +153,13 @@ def close_completed(
     nc: pb.NodeCompleted,
     *,
     blobs: Sequence[pb.BlobRef],
-    used: pb.BudgetUsed,
     attempt: int,
     started_at_us: int,
     is_result: bool = False,
     fallback: bool = False,
 ) -> None:
-    """The rest of a node's record (`node_completed`): what it used, its attachments, its
-    attempt and its times, the finish being now."""
-    if used.ByteSize():
-        nc.used.CopyFrom(used)
+    """The rest of a node's record (`open_completed`; its `used` the caller fills in
+    place too): its attachments, its attempt and its times, the finish being now."""
     if blobs:
         nc.blobs.extend(blobs)
     if attempt != 1:
