@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
 import asyncpg
 
@@ -34,15 +33,28 @@ DEFAULT_MAX_ROWS = 4096
 ALONE = -1
 
 
-@dataclass(slots=True, eq=False)
+# One run's append on its own statement: (run_id, seqs, records, epoch) -> rows inserted.
+Alone = Callable[[str, list[int], list[bytes], int | None], Awaitable[int]]
+
+
 class _Waiter:
-    run_id: str
-    seqs: list[int]
-    records: list[bytes]
-    epoch: int | None
-    done: asyncio.Future[int | list[_Waiter]] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+    """A queued append (a plain class: a dataclass's default factory cost a call a waiter)."""
+
+    __slots__ = ("done", "epoch", "records", "run_id", "seqs")
+
+    def __init__(
+        self,
+        run_id: str,
+        seqs: list[int],
+        records: list[bytes],
+        epoch: int | None,
+        done: asyncio.Future[int | list[_Waiter]],
+    ) -> None:
+        self.run_id = run_id
+        self.seqs = seqs
+        self.records = records
+        self.epoch = epoch
+        self.done = done
 
 
 class GroupCommit:
@@ -51,11 +63,13 @@ class GroupCommit:
     def __init__(
         self,
         lanes: AppendLanes,
+        alone: Alone,
         *,
         statements: int = DEFAULT_STATEMENTS,
         max_rows: int = DEFAULT_MAX_ROWS,
     ) -> None:
         self._lanes = lanes
+        self._alone = alone
         self.statements = statements
         self.max_rows = max_rows
         self.inflight = 0
@@ -79,16 +93,17 @@ class GroupCommit:
         seqs: list[int],
         records: list[bytes],
         epoch: int | None,
-        alone: Callable[[], Awaitable[int]],
     ) -> int:
-        """Rows of this append inserted, by `alone()` or by a shared statement."""
+        """Rows of this append inserted, alone (`alone` given at construction, with these
+        arguments) or by a shared statement."""
         if self.inflight < self.statements or self.statements == 0:
             self.inflight += 1
             try:
-                return await alone()
+                return await self._alone(run_id, seqs, records, epoch)
             finally:
                 self._release()
-        waiter = _Waiter(run_id, seqs, records, epoch)
+        done: asyncio.Future[int | list[_Waiter]] = asyncio.get_running_loop().create_future()
+        waiter = _Waiter(run_id, seqs, records, epoch, done)
         self._queue.append(waiter)
         try:
             got = await waiter.done
@@ -103,15 +118,12 @@ class GroupCommit:
                 self._release()
         if got == ALONE:
             self._undecided += 1
-            return await self._alone(alone)
+            self.inflight += 1
+            try:
+                return await self._alone(run_id, seqs, records, epoch)
+            finally:
+                self._release()
         return got
-
-    async def _alone(self, alone: Callable[[], Awaitable[int]]) -> int:
-        self.inflight += 1
-        try:
-            return await alone()
-        finally:
-            self._release()
 
     def _abdicate(self, got: int | list[_Waiter]) -> None:
         """A waiter cancelled after it was made leader: the others append alone."""
@@ -150,22 +162,23 @@ class GroupCommit:
         run_ids: list[str] = []
         seqs: list[int] = []
         records: list[bytes] = []
-        fenced_rows: list[bool] = []
+        fenced_waiters: list[tuple[_Waiter, int]] = []
+        for w in batch:  # the unfenced runs' rows first: the statement takes them as they are
+            if w.epoch is not None:
+                fenced_waiters.append((w, w.epoch))
+                continue
+            _add_rows(w, run_ids, seqs, records)
+        unfenced_rows = len(seqs)
         fenced: list[str] = []
         epochs: list[int] = []
-        for w in batch:
-            n = len(w.seqs)
-            run_ids += [w.run_id] * n
-            seqs += w.seqs
-            records += w.records
-            fenced_rows += [w.epoch is not None] * n
-            if w.epoch is not None:
-                fenced.append(w.run_id)
-                epochs.append(w.epoch)
+        for w, epoch in fenced_waiters:
+            _add_rows(w, run_ids, seqs, records)
+            fenced.append(w.run_id)
+            epochs.append(epoch)
         passed: set[str] | None = None
         try:
             rows = await self._lanes.fetch(
-                Q["append_group"], run_ids, seqs, records, fenced, epochs, fenced_rows
+                Q["append_group"], run_ids, seqs, records, fenced, epochs, unfenced_rows
             )
             # Refused (a taken seq: a retry or a conflict; a deadlock with a claim; anything
             # the shared statement cannot decide for every run): each run appends alone.
@@ -180,6 +193,18 @@ class GroupCommit:
         self._groups += 1
         self._grouped += len(batch)
         return _verdict(batch[0], passed)
+
+
+def _add_rows(w: _Waiter, run_ids: list[str], seqs: list[int], records: list[bytes]) -> None:
+    """A waiter's rows onto the statement's columns."""
+    if len(w.seqs) == 1:  # a node's record: most appends
+        run_ids.append(w.run_id)
+        seqs.append(w.seqs[0])
+        records.append(w.records[0])
+    else:
+        run_ids += [w.run_id] * len(w.seqs)
+        seqs += w.seqs
+        records += w.records
 
 
 def _verdict(w: _Waiter, passed: set[str] | None) -> int:

@@ -61,7 +61,7 @@ class PostgresLog(LogStore):
         # Appends of many runs share one statement while others are in flight.
         # Appends run on connections of their own, outside the pool.
         self._lanes = AppendLanes(db, db.group_commit)
-        self._group = GroupCommit(self._lanes, statements=db.group_commit)
+        self._group = GroupCommit(self._lanes, self._insert, statements=db.group_commit)
 
     def appended(self, run_id: str, seq: int) -> None:
         """Note records up to `seq` appended by another statement (a run's finish)."""
@@ -78,11 +78,13 @@ class PostgresLog(LogStore):
         entries = _unique(run_id, entries)
         if not entries:
             return
-        seqs = [seq for seq, _ in entries]
-        records = [record for _, record in entries]
-        inserted = await self._group.append(
-            run_id, seqs, records, epoch, lambda: self._insert(run_id, seqs, records, epoch)
-        )
+        if len(entries) == 1:  # a node's record: most appends
+            seq, record = entries[0]
+            seqs, records = [seq], [record]
+        else:
+            seqs = [seq for seq, _ in entries]
+            records = [record for _, record in entries]
+        inserted = await self._group.append(run_id, seqs, records, epoch)
         if inserted == len(entries):
             self._notifier.note(run_id, seqs[-1])
             return

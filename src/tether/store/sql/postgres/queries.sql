@@ -34,8 +34,10 @@ WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 
 -- name: append_group
 -- The appends of several runs in one statement (group commit): rows $1/$2/$3 (run, seq,
--- record); a row whose $6 is true belongs to a fenced run, inserted only while that run's
--- epoch is still the one $4/$5 give it (FOR SHARE, as append_fenced). SKIP LOCKED: a runs
+-- record), the unfenced runs' rows first. The first $6 rows are inserted as they are; the
+-- others belong to fenced runs, inserted only while that run's epoch is still the one
+-- $4/$5 give it (FOR SHARE, as append_fenced). A count, not a flag a row: one array less
+-- for the client to encode (its CPU a row is the throughput's cap). SKIP LOCKED: a runs
 -- row that a claim or a lease renewal is updating right now is left out instead of waited
 -- for (waiting on several rows at once could deadlock with a renewal of several); such a
 -- run, like a fenced-off one, inserts nothing here and appends alone, where it waits for
@@ -52,9 +54,9 @@ WITH fence AS (
 ), ins AS (
     INSERT INTO run_log (run_id, seq, record)
     SELECT e.run_id, e.seq, e.record
-    FROM unnest($1::text[], $2::bigint[], $3::bytea[], $6::boolean[])
-      AS e(run_id, seq, record, fenced)
-    WHERE NOT e.fenced OR e.run_id IN (SELECT run_id FROM fence)
+    FROM unnest($1::text[], $2::bigint[], $3::bytea[])
+      WITH ORDINALITY AS e(run_id, seq, record, n)
+    WHERE e.n <= $6 OR e.run_id IN (SELECT run_id FROM fence)
 )
 SELECT run_id FROM fence;
 
