@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from types import TracebackType
 
 
 class HandoffLock:
@@ -59,12 +58,7 @@ class HandoffLock:
     async def __aenter__(self) -> None:
         await self.take()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.release()
 
 
