@@ -363,6 +363,39 @@ SELECT count(*) AS released, (SELECT count(*) FROM final) AS inserted,
               OR (status = 'waiting' AND wake_at IS NOT NULL))
 FROM released;
 
+-- name: finish_group
+-- The finishes of several runs in one statement (group commit, store/postgres_finishes.py):
+-- for each row of $1..$7 (run, epoch or NULL, status, reason, wake_at, seq, record) what
+-- `finish` does, one commit for them all. SKIP LOCKED, as in append_group: a runs row that
+-- a claim or a renewal is updating now is left out, not waited for; such a run, like a
+-- fenced-off one, is not released here and finishes alone, where `finish` judges it. A
+-- plain INSERT: any taken seq (a retry, a conflict) aborts the whole statement and each
+-- run then finishes alone. Returns each released run (its record inserted) and whether
+-- it woke the workers (as `finish` does).
+WITH f AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[],
+                         $5::double precision[], $6::bigint[], $7::bytea[])
+      AS f(run_id, epoch, status, reason, wake_at, seq, record)
+), locked AS (
+    SELECT runs.run_id FROM runs
+    JOIN f ON runs.run_id = f.run_id AND (f.epoch IS NULL OR runs.epoch = f.epoch)
+    FOR UPDATE OF runs SKIP LOCKED
+), released AS (
+    UPDATE runs SET status = f.status, reason = f.reason, owner = NULL, lease_until = NULL,
+                    updated_at = extract(epoch FROM clock_timestamp()), wake_at = f.wake_at
+    FROM f
+    WHERE runs.run_id = f.run_id AND runs.run_id IN (SELECT run_id FROM locked)
+    RETURNING runs.run_id, runs.status, runs.reason, runs.wake_at
+), final AS (
+    INSERT INTO run_log (run_id, seq, record)
+    SELECT f.run_id, f.seq, f.record FROM f JOIN released USING (run_id)
+)
+SELECT r.run_id,
+       (SELECT count(pg_notify('tether_work', w.run_id)) FROM (SELECT r.run_id) AS w(run_id)
+        WHERE (r.status = 'paused' AND r.reason = 'drain') OR r.status = 'queued'
+           OR (r.status = 'waiting' AND r.wake_at IS NOT NULL)) AS notified
+FROM released AS r;
+
 -- name: append_final
 -- A run's last record, in the transaction that releases it. A taken seq is skipped (DO
 -- NOTHING keeps the transaction usable); the caller then judges what the seq holds.
