@@ -22,6 +22,7 @@ from typing import Generic, TypeVar, cast
 
 import asyncpg
 
+from tether.store.postgres_arrays import int_array, text_array
 from tether.store.postgres_lanes import AppendLanes
 from tether.store.queries import load_queries
 
@@ -205,7 +206,13 @@ async def append_together(lanes: AppendLanes, batch: list[Append]) -> list[int]:
         fenced.append(w.run_id)
         epochs.append(epoch)
     rows = await lanes.fetch(
-        Q["append_group"], run_ids, seqs, records, fenced, epochs, unfenced_rows
+        Q["append_group"],
+        text_array(run_ids),
+        int_array(seqs),
+        records,
+        text_array(fenced),
+        int_array(epochs),
+        unfenced_rows,
     )
     # Refused (a taken seq: a retry or a conflict; a deadlock with a claim; anything the
     # shared statement cannot decide for every run): each run appends alone.

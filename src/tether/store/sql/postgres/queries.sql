@@ -45,16 +45,17 @@ WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 -- other run's rows all landed. A plain INSERT (no ON CONFLICT, no row-wise RETURNING:
 -- together they were half the server's CPU a row, and `= ANY(runs)` grew with runs x rows):
 -- any taken seq, a retry's or a conflict's, aborts the whole statement and each run then
--- appends alone, so a conflict is reported to its own run only.
+-- appends alone, so a conflict is reported to its own run only. The run ids, seqs and
+-- epochs come as array literals (store/postgres_arrays.py: the client's CPU a row).
 WITH fence AS (
     SELECT runs.run_id FROM runs
-    JOIN unnest($4::text[], $5::bigint[]) AS f(run_id, epoch)
+    JOIN unnest($4::text::text[], $5::text::bigint[]) AS f(run_id, epoch)
       ON runs.run_id = f.run_id AND runs.epoch = f.epoch
     FOR SHARE OF runs SKIP LOCKED
 ), ins AS (
     INSERT INTO run_log (run_id, seq, record)
     SELECT e.run_id, e.seq, e.record
-    FROM unnest($1::text[], $2::bigint[], $3::bytea[])
+    FROM unnest($1::text::text[], $2::text::bigint[], $3::bytea[])
       WITH ORDINALITY AS e(run_id, seq, record, n)
     WHERE e.n <= $6 OR e.run_id IN (SELECT run_id FROM fence)
 )
