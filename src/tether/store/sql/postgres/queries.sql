@@ -34,8 +34,10 @@ WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 
 -- name: append_group
 -- The appends of several runs in one statement (group commit): rows $1/$2/$3 (run, seq,
--- record); a row whose $6 is true belongs to a fenced run, inserted only while that run's
--- epoch is still the one $4/$5 give it (FOR SHARE, as append_fenced). SKIP LOCKED: a runs
+-- record), the unfenced runs' rows first. The first $6 rows are inserted as they are; the
+-- others belong to fenced runs, inserted only while that run's epoch is still the one
+-- $4/$5 give it (FOR SHARE, as append_fenced). A count, not a flag a row: one array less
+-- for the client to encode (its CPU a row is the throughput's cap). SKIP LOCKED: a runs
 -- row that a claim or a lease renewal is updating right now is left out instead of waited
 -- for (waiting on several rows at once could deadlock with a renewal of several); such a
 -- run, like a fenced-off one, inserts nothing here and appends alone, where it waits for
@@ -52,9 +54,9 @@ WITH fence AS (
 ), ins AS (
     INSERT INTO run_log (run_id, seq, record)
     SELECT e.run_id, e.seq, e.record
-    FROM unnest($1::text[], $2::bigint[], $3::bytea[], $6::boolean[])
-      AS e(run_id, seq, record, fenced)
-    WHERE NOT e.fenced OR e.run_id IN (SELECT run_id FROM fence)
+    FROM unnest($1::text[], $2::bigint[], $3::bytea[])
+      WITH ORDINALITY AS e(run_id, seq, record, n)
+    WHERE e.n <= $6 OR e.run_id IN (SELECT run_id FROM fence)
 )
 SELECT run_id FROM fence;
 
@@ -406,6 +408,39 @@ SELECT count(*) AS released, (SELECT count(*) FROM final) AS inserted,
            WHERE (status = 'paused' AND reason = 'drain') OR status = 'queued'
               OR (status = 'waiting' AND wake_at IS NOT NULL))
 FROM released;
+
+-- name: finish_group
+-- The finishes of several runs in one statement (group commit, store/postgres_finishes.py):
+-- for each row of $1..$7 (run, epoch or NULL, status, reason, wake_at, seq, record) what
+-- `finish` does, one commit for them all. SKIP LOCKED, as in append_group: a runs row that
+-- a claim or a renewal is updating now is left out, not waited for; such a run, like a
+-- fenced-off one, is not released here and finishes alone, where `finish` judges it. A
+-- plain INSERT: any taken seq (a retry, a conflict) aborts the whole statement and each
+-- run then finishes alone. Returns each released run (its record inserted) and whether
+-- it woke the workers (as `finish` does).
+WITH f AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[],
+                         $5::double precision[], $6::bigint[], $7::bytea[])
+      AS f(run_id, epoch, status, reason, wake_at, seq, record)
+), locked AS (
+    SELECT runs.run_id FROM runs
+    JOIN f ON runs.run_id = f.run_id AND (f.epoch IS NULL OR runs.epoch = f.epoch)
+    FOR UPDATE OF runs SKIP LOCKED
+), released AS (
+    UPDATE runs SET status = f.status, reason = f.reason, owner = NULL, lease_until = NULL,
+                    updated_at = extract(epoch FROM clock_timestamp()), wake_at = f.wake_at
+    FROM f
+    WHERE runs.run_id = f.run_id AND runs.run_id IN (SELECT run_id FROM locked)
+    RETURNING runs.run_id, runs.status, runs.reason, runs.wake_at
+), final AS (
+    INSERT INTO run_log (run_id, seq, record)
+    SELECT f.run_id, f.seq, f.record FROM f JOIN released USING (run_id)
+)
+SELECT r.run_id,
+       (SELECT count(pg_notify('tether_work', w.run_id)) FROM (SELECT r.run_id) AS w(run_id)
+        WHERE (r.status = 'paused' AND r.reason = 'drain') OR r.status = 'queued'
+           OR (r.status = 'waiting' AND r.wake_at IS NOT NULL)) AS notified
+FROM released AS r;
 
 -- name: append_final
 -- A run's last record, in the transaction that releases it. A taken seq is skipped (DO
