@@ -1,4 +1,6 @@
-"""The PostgreSQL claim reads only the runs it may take: the runs running under live leases
+"""Plans of the PostgreSQL statements whose shape is their speed.
+
+The claim reads only the runs it may take: the runs running under live leases
 and the parked runs not yet due are in none of the indexes it walks, however many there are
 (before, every claim stepped over each run in flight first).
 
@@ -25,6 +27,10 @@ FINISHED_RUNS = """
 INSERT INTO runs (run_id, agent, status, created_at, updated_at)
 SELECT 'f' || i, 'a', 'succeeded', i, i FROM generate_series(1, $1) AS i
 """
+
+
+def _node_types(plan: dict[str, Any]) -> list[str]:
+    return [plan["Node Type"]] + [t for p in plan.get("Plans", []) for t in _node_types(p)]
 
 
 def _filtered_rows_of_runs(plan: dict[str, Any]) -> int:
@@ -61,3 +67,17 @@ async def test_a_claim_steps_over_no_run_in_flight_nor_parked(pg_store: Postgres
     assert last is not None and last.owner == "w2"  # the one queued run: claimed
     stranded = await _explained(pg_store, Q["stranded"], ["b"], ["v1"], [], 10)
     assert _filtered_rows_of_runs(stranded) == 0, json.dumps(stranded, indent=1)
+
+
+async def test_a_run_that_is_no_fork_is_read_whole_in_key_order(pg_store: PostgresStore) -> None:
+    """Rehydration's read of a run that references no rows walks run_log's key in seq
+    order: no sort (merged with a fork's referenced rows, every row was sorted, on disk
+    past work_mem). Forks read through read_all (tests/test_fork_refs.py)."""
+    rows = [(seq, b"r%d" % seq) for seq in range(2000)]
+    await pg_store.runs.create(RunInfo("plain", "a", Status.QUEUED), rows[0][1])
+    await pg_store.log.append("plain", rows[1:])
+    async with pg_store._db.connection() as conn:  # type: ignore[attr-defined]
+        await conn.execute("ANALYZE run_log")  # as autovacuum would (unanalysed: a bitmap + sort)
+    plan = await _explained(pg_store, Q["read_all_own"], "plain")
+    assert "Sort" not in _node_types(plan) and "Gather Merge" not in _node_types(plan), plan
+    assert await pg_store.log.read_all("plain") == [row for _, row in rows]
