@@ -12,14 +12,16 @@ running runs of runs_held_idx for the orphaned branch (both estimate one row).""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from typing import Any
 
 from tether.store import RunInfo, Status
 from tether.store.postgres import PostgresStore
-from tether.store.queries import load_queries
+from tether.store.queries import load_queries, load_schema
 
 Q = load_queries("postgres", "queries.sql")
+SQ = load_queries("sqlite", "queries.sql")
 IN_FLIGHT = 300
 PARKED = 100
 FINISHED = 20_000  # what a runs table mostly holds: a scan of it costs more than an index
@@ -81,3 +83,45 @@ async def test_a_run_that_is_no_fork_is_read_whole_in_key_order(pg_store: Postgr
     plan = await _explained(pg_store, Q["read_all_own"], "plain")
     assert "Sort" not in _node_types(plan) and "Gather Merge" not in _node_types(plan), plan
     assert await pg_store.log.read_all("plain") == [row for _, row in rows]
+
+
+def _claim_steps(conn: sqlite3.Connection) -> int:
+    """SQLite virtual-machine steps of one claim of one run (rolled back)."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    args = {"owner": "w", "now": 1000.0, "ttl": 5.0, "limit": 1, "skip": "[]", "pinned": 0}
+    conn.set_progress_handler(count, 1)
+    try:
+        claimed = conn.execute(SQ["claim"], {**args, "also": "[]", "serves": "[]"}).fetchall()
+    finally:
+        conn.set_progress_handler(None, 1)
+        conn.rollback()
+    assert len(claimed) == 1
+    return steps
+
+
+def test_a_sqlite_claim_costs_the_same_however_many_runs_are_in_flight() -> None:
+    """The same on SQLite, counted in its virtual machine's steps (no statistics: SQLite's
+    planner goes by the indexes' keys). Before, each claim sorted every queued, paused and
+    running run."""
+    conn = sqlite3.connect(":memory:", isolation_level="DEFERRED")
+    conn.executescript(load_schema("sqlite"))
+    insert = "INSERT INTO runs (run_id, agent, status, created_at, updated_at, lease_until,"
+    insert += " wake_at) VALUES (?, 'a', ?, ?, ?, ?, ?)"
+    conn.execute(insert, ("queued", "queued", 5000.0, 5000.0, None, None))
+    conn.commit()
+    alone = _claim_steps(conn)
+    for i in range(IN_FLIGHT):  # running under leases that run out long after now
+        conn.execute(insert, (f"r{i}", "running", float(i), float(i), 9000.0, None))
+    for i in range(PARKED):  # parked until after now
+        conn.execute(insert, (f"p{i}", "waiting", float(i), float(i), None, 9000.0))
+    for i in range(PARKED):  # paused by their users
+        conn.execute(insert, (f"u{i}", "paused", float(i), float(i), None, None))
+    conn.commit()
+    crowded = _claim_steps(conn)
+    assert crowded <= alone + 50, (alone, crowded)
