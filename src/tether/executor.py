@@ -176,9 +176,8 @@ class RunExecutor:
         limits, limited, counted = None, False, False
         try:
             while not self.cancelling.is_set():
-                stopping = rt.draining.is_set() or bool(
-                    self._failure or self._pause or self._give_back
-                )
+                draining = rt.draining.is_set()
+                stopping = draining or bool(self._failure or self._pause or self._give_back)
                 if g.limits is not limits:
                     limits = g.limits
                     counted = bool(limits.max_nodes or limits.max_turns)
@@ -202,10 +201,11 @@ class RunExecutor:
                         continue  # delivered while the last batch was being recorded
                     self.accepting = False
                     break
-                if rt.draining.is_set() and deadline is None:
-                    deadline = loop.time() + rt.grace
-                if rt.hurry.is_set():  # a second signal: the grace period ends now
-                    deadline = loop.time()
+                if draining:  # (a drain during the launches above wakes the loop at once)
+                    if deadline is None:
+                        deadline = loop.time() + rt.grace
+                    if rt.hurry.is_set():  # a second signal: the grace period ends now
+                        deadline = loop.time()
                 until = deadline
                 if g.open_waits and not stopping and (wake_us := g.wake_at_us()):
                     # A wait's deadline passes while other nodes are in flight.
@@ -246,7 +246,8 @@ class RunExecutor:
                     finally:
                         lock.release()
                     self._note_failures(batch)
-                    self._learn_turns(batch)
+                    if self._turn_kinds is not None:  # else learned when first needed
+                        self._learn_turns(batch)
         finally:
             self.accepting = False
             if tasks:  # an exception (fencing, cancellation) ends the loop: nothing more lands
@@ -596,8 +597,17 @@ class RunExecutor:
             used.rate_wait_ms = round(ctx.rate_wait_s * 1000)
         if (data := self.codec.encode_into(nc.output, result.output)) is not None:
             nc.output.CopyFrom(await self.codec.offload(data))
-        if result.spawn:
-            await self._specs(spec.node_id, result.spawn, nc.spawned)
+        if spawns := result.spawn:
+            if len(spawns) == 1 and type(one := spawns[0]) is Spawn and one.after is None:
+                # The common successor (a chain's next step, an agent's next turn), here
+                # rather than in `_specs`: no coroutine, no keys to compare, no joins to
+                # resolve. Slim: the one parent, this node, is left out (Graph.parents_of).
+                key = one.key if one.key is not None else "0"
+                succ = nc.spawned.add(node_id=child_id(spec.node_id, key), kind=one.kind)
+                if (data := self.codec.encode_into(succ.input, one.input)) is not None:
+                    succ.input.CopyFrom(await self.codec.offload(data))
+            else:
+                await self._specs(spec.node_id, spawns, nc.spawned)
         refs = await self._blob_refs(ctx, result.blobs) if ctx.attachments or result.blobs else ()
         close_completed(
             nc,
@@ -641,17 +651,9 @@ class RunExecutor:
         spawns: Sequence[Spawn | Wait | Sleep],
         specs: RepeatedCompositeFieldContainer[NodeSpec],
     ) -> None:
-        """Add the specs of the successors a node spawned to its record's `specs`."""
+        """Add the specs of the successors a node spawned to its record's `specs` (the one
+        common successor is added by `_completed_record`)."""
         codec = self.codec
-        if len(spawns) == 1 and type(one := spawns[0]) is Spawn and one.after is None:
-            # The common successor (a chain's next step, an agent's next turn): no keys
-            # to compare, no joins to resolve. Slim: the one parent, `node_id`, is left out
-            # (Graph.parents_of).
-            key = one.key if one.key is not None else "0"
-            spec = specs.add(node_id=child_id(node_id, key), kind=one.kind)
-            if (data := codec.encode_into(spec.input, one.input)) is not None:
-                spec.input.CopyFrom(await codec.offload(data))
-            return
         keys = [s.key if s.key is not None else str(i) for i, s in enumerate(spawns)]
         if len(set(keys)) != len(keys):
             raise InvalidSpawn(f"node {node_id} spawned two successors with the same key: {keys}")

@@ -130,7 +130,9 @@ class PostgresLog(LogStore):
         return [(row[0], row[1]) for row in rows]
 
     async def read_all(self, run_id: str) -> list[bytes]:
-        rows = await self._db.fetch(Q["read_all"], run_id)
+        rows = await self._db.fetch(Q["read_all_own"], run_id)
+        if not rows:  # a fork (its seq 0 is its own, so it has rows) or an unknown run
+            rows = await self._db.fetch(Q["read_all"], run_id)
         return [row[0] for row in rows]
 
     def listener(self, on_append: AppendListener) -> LogListener:

@@ -97,6 +97,16 @@ SELECT seq, record FROM (
     WHERE r.run_id = $1 AND r.to_seq > $2
 ) AS rows ORDER BY seq;
 
+-- name: read_all_own
+-- A run's record bytes in order when it is no fork (it references no rows): one walk of
+-- run_log's primary key, in seq order. Nothing for a fork (and for an unknown run): the
+-- caller then reads with read_all. Merging with the referenced rows makes PostgreSQL
+-- sort every row instead (on disk past work_mem: a 50,000-record run's 12 MB took twice
+-- as long to read).
+SELECT record FROM run_log
+WHERE run_id = $1 AND NOT EXISTS (SELECT 1 FROM run_refs WHERE run_id = $1)
+ORDER BY seq;
+
 -- name: read_all
 -- A run's record bytes in order (rehydration), with what a fork references, as `read`.
 SELECT record FROM (
@@ -224,7 +234,11 @@ SELECT epoch FROM runs WHERE run_id = $1;
 -- paused by a drain is runnable once released (lease_until cleared), not while its
 -- worker still holds it between the pause record and the release (unless that worker
 -- died there and its lease ran out). Parked runs whose wake-up time has come are taken
--- first, through their own index (runs_wake_idx): many waiting runs cost the claim nothing.
+-- first, then queued, drained and orphaned runs oldest first (of the orphaned ones, those
+-- whose leases ran out first are the candidates). Each kind is found through
+-- its own index (runs_wake_idx, runs_fresh_idx, runs_lease_idx), with the time read once
+-- (an index condition cannot call clock_timestamp()): the runs running under live leases
+-- and the parked ones not yet due cost the claim nothing, however many there are.
 -- Never the runs of $4: ones the claiming worker's code cannot continue. Pinning: with
 -- agents $5 and their versions $6 (NULL: no pinning), only runs of those agents on that
 -- version or on none (older than versions), or runs of $7 (other versions its code checked).
@@ -236,11 +250,13 @@ WITH flow AS (
     SELECT EXISTS (SELECT 1 FROM run_limits) AS limited,
            EXISTS (SELECT 1 FROM runs WHERE parent_run_id IS NULL AND status = 'queued'
                    AND (concurrency_key <> '' OR priority <> 0)) AS ordered
+), clock AS (
+    SELECT extract(epoch FROM clock_timestamp()) AS now
 ), due AS (
     SELECT run_id FROM runs
     WHERE parent_run_id IS NULL AND status = 'waiting'
       AND NOT (SELECT limited OR ordered FROM flow)
-      AND wake_at <= extract(epoch FROM clock_timestamp())
+      AND wake_at <= (SELECT now FROM clock)
       AND run_id <> ALL($4::text[])
       AND ($5::text[] IS NULL OR run_id = ANY($7::text[])
            OR EXISTS (SELECT 1 FROM unnest($5::text[], $6::text[]) AS s(agent, version)
@@ -249,14 +265,11 @@ WITH flow AS (
     ORDER BY wake_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
-), runnable AS (
-    SELECT run_id FROM runs
+), fresh AS (
+    SELECT run_id, created_at FROM runs
     WHERE parent_run_id IS NULL
-      AND status IN ('queued', 'paused', 'running')
-      AND (status = 'queued'
-           OR (status = 'paused' AND reason = 'drain'
-               AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
-           OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
+      AND (status = 'queued' OR (status = 'paused' AND reason = 'drain'))
+      AND (status = 'queued' OR lease_until IS NULL OR lease_until < (SELECT now FROM clock))
       AND NOT (SELECT limited OR ordered FROM flow)
       AND run_id <> ALL($4::text[])
       AND ($5::text[] IS NULL OR run_id = ANY($7::text[])
@@ -266,13 +279,31 @@ WITH flow AS (
     ORDER BY created_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+), orphaned AS (
+    SELECT run_id, created_at FROM runs
+    WHERE parent_run_id IS NULL AND status = 'running'
+      AND lease_until < (SELECT now FROM clock)
+      AND NOT (SELECT limited OR ordered FROM flow)
+      AND run_id <> ALL($4::text[])
+      AND ($5::text[] IS NULL OR run_id = ANY($7::text[])
+           OR EXISTS (SELECT 1 FROM unnest($5::text[], $6::text[]) AS s(agent, version)
+                      WHERE s.agent = runs.agent
+                        AND (runs.agent_version IS NULL OR runs.agent_version = s.version)))
+    ORDER BY lease_until
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
 ), picked AS (
-    SELECT run_id FROM (SELECT run_id FROM due UNION ALL SELECT run_id FROM runnable) AS p
+    SELECT run_id FROM (
+        SELECT run_id, 0 AS kind, 0::double precision AS created_at FROM due
+        UNION ALL SELECT run_id, 1, created_at FROM fresh
+        UNION ALL SELECT run_id, 1, created_at FROM orphaned
+    ) AS p
+    ORDER BY kind, created_at
     LIMIT $2
 ), claimed AS (
     UPDATE runs SET status = 'running', reason = NULL, owner = $1, epoch = runs.epoch + 1,
-           lease_until = extract(epoch FROM clock_timestamp()) + $3,
-           updated_at = extract(epoch FROM clock_timestamp())
+           lease_until = (SELECT now FROM clock) + $3,
+           updated_at = (SELECT now FROM clock)
     FROM picked WHERE runs.run_id = picked.run_id
     RETURNING runs.run_id, runs.epoch, runs.cancel_requested
 )
@@ -283,18 +314,43 @@ SELECT NULL, NULL, limited FROM flow WHERE limited OR ordered;
 -- name: stranded
 -- Up to $4 runnable top-level runs (as claim finds them, oldest first, never those of $3)
 -- that agents $1 at versions $2 do not admit: read, not claimed, so that a worker can
--- resolve their agents or check them against its code without moving their epochs.
-SELECT run_id, agent, agent_version FROM runs
-WHERE parent_run_id IS NULL
-  AND (status = 'queued'
-       OR (status = 'paused' AND reason = 'drain'
-           AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
-       OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp()))
-       OR (status = 'waiting' AND wake_at <= extract(epoch FROM clock_timestamp())))
-  AND run_id <> ALL($3::text[])
-  AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS s(agent, version)
-                  WHERE s.agent = runs.agent
-                    AND (runs.agent_version IS NULL OR runs.agent_version = s.version))
+-- resolve their agents or check them against its code without moving their epochs. Each
+-- kind of runnable run through its own index, as in claim.
+WITH clock AS (
+    SELECT extract(epoch FROM clock_timestamp()) AS now
+), runnable AS (
+    (SELECT run_id, agent, agent_version, created_at FROM runs
+     WHERE parent_run_id IS NULL
+       AND (status = 'queued' OR (status = 'paused' AND reason = 'drain'))
+       AND (status = 'queued' OR lease_until IS NULL OR lease_until < (SELECT now FROM clock))
+       AND run_id <> ALL($3::text[])
+       AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS s(agent, version)
+                       WHERE s.agent = runs.agent
+                         AND (runs.agent_version IS NULL OR runs.agent_version = s.version))
+     ORDER BY created_at
+     LIMIT $4)
+    UNION ALL
+    (SELECT run_id, agent, agent_version, created_at FROM runs
+     WHERE parent_run_id IS NULL AND status = 'running'
+       AND lease_until < (SELECT now FROM clock)
+       AND run_id <> ALL($3::text[])
+       AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS s(agent, version)
+                       WHERE s.agent = runs.agent
+                         AND (runs.agent_version IS NULL OR runs.agent_version = s.version))
+     ORDER BY lease_until
+     LIMIT $4)
+    UNION ALL
+    (SELECT run_id, agent, agent_version, created_at FROM runs
+     WHERE parent_run_id IS NULL AND status = 'waiting'
+       AND wake_at <= (SELECT now FROM clock)
+       AND run_id <> ALL($3::text[])
+       AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS s(agent, version)
+                       WHERE s.agent = runs.agent
+                         AND (runs.agent_version IS NULL OR runs.agent_version = s.version))
+     ORDER BY wake_at
+     LIMIT $4)
+)
+SELECT run_id, agent, agent_version FROM runnable
 ORDER BY created_at
 LIMIT $4;
 
