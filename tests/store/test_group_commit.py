@@ -66,6 +66,30 @@ async def test_concurrent_appends_of_many_runs_share_statements(pg_store: Postgr
     assert await _results([pg_store.log.append(r, [(2, b"two")]) for r in ids]) == [None] * 20
 
 
+async def test_records_of_any_bytes_and_length_land_intact_in_a_shared_statement(
+    pg_store: PostgresStore,
+) -> None:
+    ids = await _runs(pg_store, "b", 8)
+    claims = {c.run_id: c.epoch for c in await pg_store.leases.claim("w", limit=4, ttl=30)}
+    # Empty, NUL and high bytes, lengths from 0 to 70,000; one to three records a run;
+    # fenced and unfenced runs (their rows are sent in another order).
+    records = {
+        r: [bytes([i, 0, 255]) * (i * 7_000), b"", bytes(range(256))][: 1 + i % 3]
+        for i, r in enumerate(ids)
+    }
+    before = pg_store._log._group.statistics()
+    results = await _results(
+        [
+            pg_store.log.append(r, list(enumerate(rs, 1)), epoch=claims.get(r))
+            for r, rs in records.items()
+        ]
+    )
+    assert results == [None] * 8
+    assert pg_store._log._group.statistics()["group_statements"] > before["group_statements"]
+    for r, rs in records.items():
+        assert await pg_store.log.read(r) == [(0, b"started"), *enumerate(rs, 1)]
+
+
 async def test_retries_and_new_records_in_one_shared_statement_all_land(
     pg_store: PostgresStore,
 ) -> None:
