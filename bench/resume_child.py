@@ -41,6 +41,7 @@ async def _resume(url: str, run_id: str) -> dict[str, float | int]:
 
 def main() -> None:
     url, run_id, out = sys.argv[1:4]
+    cli.freeze_imports()  # as the `tether` command's entry does first
     Path(out).write_text(json.dumps(asyncio.run(_resume(url, run_id))))
 
 

@@ -1,6 +1,7 @@
 """Resume reads a run's log once (issue 12, recovery): a caller that loaded the run before
 taking it (`tether resume` of a paused run checks its budget first) hands the graph over,
-and the resume reads only the records appended since. Every backend."""
+and the resume reads only the records appended since, and nothing when there are none (its
+RunResumed at the graph's next seq is refused if a record landed there). Every backend."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import pytest
 
 from tests.agents import uid
 from tether import Budget, Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
+from tether.budgets import parse_change
+from tether.control import requeue
 from tether.errors import CorruptRecord
+from tether.graph import Graph
 from tether.records import decode_log, encode, run_paused
 
 steps = Registry("test.readonce.chain", entry="step")
@@ -55,6 +59,19 @@ async def completed_ids(store: Store, run_id: str) -> list[str]:
     return [r.node_completed.node_id for r in records if r.HasField("node_completed")]
 
 
+async def paused_after_one(store: Store) -> tuple[Runtime, str, Graph]:
+    """A three-step chain paused by its budget after one node, and its graph as loaded."""
+    rt = Runtime(store, concurrency=1)
+    run_id = uid("readonce")
+    await rt.start(steps, {"i": 0, "n": 3}, run_id=run_id, budget=Budget(max_nodes=1))
+    return rt, run_id, await rt.load(run_id)
+
+
+async def each_recorded_once(store: Store, run_id: str, nodes: int) -> bool:
+    ids = await completed_ids(store, run_id)
+    return len(ids) == len(set(ids)) == nodes
+
+
 async def test_resume_with_a_loaded_graph_reads_only_what_was_appended_since(
     store: Store, reads: Reads
 ) -> None:
@@ -73,30 +90,42 @@ async def test_resume_with_a_loaded_graph_reads_only_what_was_appended_since(
     assert done.graph is stale  # the graph handed over, brought up to date and continued
     assert reads.whole == whole_before  # the log was not read whole again ...
     assert reads.tails[-1] == seen - 1  # ... only from the seq the graph had reached
-    ids = await completed_ids(store, run_id)
-    assert len(ids) == len(set(ids)) == 6  # each node recorded once
+    assert await each_recorded_once(store, run_id, 6)
     fresh = await rt.load(run_id)
     assert list(fresh.order) == list(stale.order) and fresh.next_seq == stale.next_seq
 
 
-async def test_resume_of_a_graph_up_to_date_reads_no_row_twice(store: Store, reads: Reads) -> None:
-    rt = Runtime(store, concurrency=1)
-    run_id = uid("readonce")
-    await rt.start(steps, {"i": 0, "n": 3}, run_id=run_id, budget=Budget(max_nodes=1))
-    graph = await rt.load(run_id)
-    whole, seen = reads.whole, graph.next_seq
+async def test_resume_of_a_graph_up_to_date_reads_the_log_no_more(
+    store: Store, reads: Reads
+) -> None:
+    rt, run_id, graph = await paused_after_one(store)
+    whole = reads.whole
     done = await rt.resume(run_id, budget=Budget(), graph=graph)
-    assert done.status is Status.SUCCEEDED
-    assert reads.whole == whole and reads.tails == [seen - 1]
+    assert done.status is Status.SUCCEEDED and done.result == 2
+    assert reads.whole == whole and reads.tails == []
+    assert await each_recorded_once(store, run_id, 3)
+
+
+async def test_a_stale_graph_that_looks_spent_is_caught_up_before_refusing(
+    store: Store, reads: Reads
+) -> None:
+    # Loaded while paused by its budget; then given more (RunResumed with new limits,
+    # queued, not executed): the graph handed over says spent, the log says not.
+    rt, run_id, stale = await paused_after_one(store)
+    seen = stale.next_seq
+    await requeue(rt, run_id, budget=parse_change("nodes=+5"), ttl=5.0)
+
+    done = await rt.resume(run_id, graph=stale)
+
+    assert done.status is Status.SUCCEEDED and done.result == 2
+    assert done.graph is stale and reads.tails == [seen - 1]  # caught up, then continued
+    assert await each_recorded_once(store, run_id, 3)
 
 
 async def test_a_record_appended_since_that_does_not_fit_is_named_by_its_seq(
     store: Store,
 ) -> None:
-    rt = Runtime(store, concurrency=1)
-    run_id = uid("readonce")
-    await rt.start(steps, {"i": 0, "n": 3}, run_id=run_id, budget=Budget(max_nodes=1))
-    graph = await rt.load(run_id)
+    rt, run_id, graph = await paused_after_one(store)
     rows = await store.log.read_all(run_id)
     # A node completed again: a record no graph accepts, appended after the load.
     await store.log.append(run_id, [(len(rows), rows[1])])

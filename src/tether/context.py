@@ -6,7 +6,7 @@ from collections.abc import AsyncIterable, Callable
 from typing import TYPE_CHECKING, Any
 
 from tether.blobs import BlobError, BlobReader, BlobRef, BlobStore
-from tether.core import Budget, Event, Node, Retry, Usage
+from tether.core import NOTHING_USED, Budget, Event, Node, Retry, Usage
 from tether.steps import StepJournal
 from tether.values import ref_of
 from tether.waits import event_of
@@ -23,7 +23,7 @@ class Context:
     def __init__(self, run: RunExecutor, node: Node) -> None:
         self._run = run
         self.node = node
-        self.usage = Usage()
+        self.usage = NOTHING_USED
         # Blobs attached by this attempt; listed in the node's record when it completes.
         self.attachments: list[BlobRef] = []
         # Made by the first ctx.step: most handlers take no steps.

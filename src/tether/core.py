@@ -94,6 +94,10 @@ class Usage:
         )
 
 
+# What an attempt used before it counts anything (frozen: one instance serves all).
+NOTHING_USED = Usage()
+
+
 @dataclass(slots=True)
 class NodeResult:
     """What a handler returns: its output and the successors it spawns."""

@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
 from tether import eager, logs
 from tether.blobs import BlobError, BlobNotFound, BlobRef
 from tether.context import Context
-from tether.core import Node, NodeResult, Sleep, Spawn, Wait
+from tether.core import NOTHING_USED, Node, NodeResult, Sleep, Spawn, Wait
 from tether.errors import (
     CannotContinue,
     ChildFailed,
@@ -29,19 +31,18 @@ from tether.errors import (
 )
 from tether.graph import Graph, GraphError
 from tether.ids import child_id
+from tether.locks import HandoffLock
 from tether.records import (
-    BudgetUsed,
     NodeSpec,
     Record,
-    Value,
+    close_completed,
     encode,
-    node_completed,
     node_failed,
     now_us,
+    open_completed,
     run_finished,
     run_paused,
     run_waiting,
-    set_value,
 )
 from tether.steps import STOPS_NODE
 from tether.store.base import Status
@@ -115,7 +116,7 @@ class RunExecutor:
         self._wakeup: Wakeup[tuple[str, list[tuple[Record, bytes]] | BaseException]] = Wakeup()
         # Journaled steps append from node tasks while the loop appends completions: one
         # append at a time, so each takes the graph's next seq (uncontended, it never waits).
-        self.append_lock = asyncio.Lock()
+        self.append_lock = HandoffLock()
         # The nodes in flight now, by node id (the loop's own; `in_flight` counts them).
         self._tasks: dict[str, asyncio.Task[None]] = {}
         # Kinds whose nodes made model calls in this run (turns): those in flight count
@@ -175,9 +176,8 @@ class RunExecutor:
         limits, limited, counted = None, False, False
         try:
             while not self.cancelling.is_set():
-                stopping = rt.draining.is_set() or bool(
-                    self._failure or self._pause or self._give_back
-                )
+                draining = rt.draining.is_set()
+                stopping = draining or bool(self._failure or self._pause or self._give_back)
                 if g.limits is not limits:
                     limits = g.limits
                     counted = bool(limits.max_nodes or limits.max_turns)
@@ -201,10 +201,11 @@ class RunExecutor:
                         continue  # delivered while the last batch was being recorded
                     self.accepting = False
                     break
-                if rt.draining.is_set() and deadline is None:
-                    deadline = loop.time() + rt.grace
-                if rt.hurry.is_set():  # a second signal: the grace period ends now
-                    deadline = loop.time()
+                if draining:  # (a drain during the launches above wakes the loop at once)
+                    if deadline is None:
+                        deadline = loop.time() + rt.grace
+                    if rt.hurry.is_set():  # a second signal: the grace period ends now
+                        deadline = loop.time()
                 until = deadline
                 if g.open_waits and not stopping and (wake_us := g.wake_at_us()):
                     # A wait's deadline passes while other nodes are in flight.
@@ -237,10 +238,16 @@ class RunExecutor:
                     del tasks[nid]
                     batch.extend(self._collect(nid, outcome))
                 if batch:
-                    async with self.append_lock:
+                    lock = self.append_lock
+                    if not lock.take_now():  # free, as nearly always: no coroutine
+                        await lock.take()
+                    try:
                         queue.extend(await rt.writer.commit(g, batch, epoch=self.epoch))
+                    finally:
+                        lock.release()
                     self._note_failures(batch)
-                    self._learn_turns(batch)
+                    if self._turn_kinds is not None:  # else learned when first needed
+                        self._learn_turns(batch)
         finally:
             self.accepting = False
             if tasks:  # an exception (fencing, cancellation) ends the loop: nothing more lands
@@ -572,26 +579,39 @@ class RunExecutor:
     ) -> tuple[Record, bytes]:
         result = out if isinstance(out, NodeResult) else NodeResult(output=out)
         usage = ctx.usage + result.usage if result.usage else ctx.usage
-        used = BudgetUsed(wall_ms=int((time.perf_counter() - t0) * 1000))
-        if usage.tokens_in or usage.tokens_out or usage.cost or usage.model_calls:
-            # (a node without model calls: its zeros need not be set, nor are they stored)
+        wall_ms = int((time.perf_counter() - t0) * 1000)
+        # The record is filled in place: what it used, its output and its successors.
+        record = open_completed(spec)
+        nc = record.node_completed
+        counted = usage is not NOTHING_USED and (
+            usage.tokens_in or usage.tokens_out or usage.cost or usage.model_calls
+        )
+        if wall_ms or counted or ctx.rate_wait_s:
+            # (a node that used nothing stores no `used`: its zeros are not set)
+            used = nc.used
+            used.wall_ms = wall_ms
             used.tokens_in = usage.tokens_in
             used.tokens_out = usage.tokens_out
             used.cost = usage.cost
             used.model_calls = usage.model_calls
-        if ctx.rate_wait_s:
             used.rate_wait_ms = round(ctx.rate_wait_s * 1000)
-        output = self.codec.encode_now(result.output)
-        if not isinstance(output, Value):
-            output = await self.codec.offload(output)
-        spawned = await self._specs(spec.node_id, result.spawn) if result.spawn else ()
+        if (data := self.codec.encode_into(nc.output, result.output)) is not None:
+            nc.output.CopyFrom(await self.codec.offload(data))
+        if spawns := result.spawn:
+            if len(spawns) == 1 and type(one := spawns[0]) is Spawn and one.after is None:
+                # The common successor (a chain's next step, an agent's next turn), here
+                # rather than in `_specs`: no coroutine, no keys to compare, no joins to
+                # resolve. Slim: the one parent, this node, is left out (Graph.parents_of).
+                key = one.key if one.key is not None else "0"
+                succ = nc.spawned.add(node_id=child_id(spec.node_id, key), kind=one.kind)
+                if (data := self.codec.encode_into(succ.input, one.input)) is not None:
+                    succ.input.CopyFrom(await self.codec.offload(data))
+            else:
+                await self._specs(spec.node_id, spawns, nc.spawned)
         refs = await self._blob_refs(ctx, result.blobs) if ctx.attachments or result.blobs else ()
-        record = node_completed(
-            spec,
-            output=output,
-            spawned=spawned,
+        close_completed(
+            nc,
             blobs=[pb_of(ref) for ref in refs] if refs else (),
-            used=used,
             attempt=attempt,
             started_at_us=started_us,
             is_result=result.is_result,
@@ -625,23 +645,19 @@ class RunExecutor:
             refs.append(ref)
         return refs
 
-    async def _specs(self, node_id: str, spawns: Sequence[Spawn | Wait | Sleep]) -> list[NodeSpec]:
-        if len(spawns) == 1 and type(one := spawns[0]) is Spawn and one.after is None:
-            # The common successor (a chain's next step, an agent's next turn): no keys
-            # to compare, no joins to resolve.
-            key = one.key if one.key is not None else "0"
-            # Slim: the one parent, `node_id`, is left out (Graph.parents_of).
-            spec = NodeSpec(node_id=child_id(node_id, key), kind=one.kind)
-            value = self.codec.encode_now(one.input)
-            if not isinstance(value, Value):
-                value = await self.codec.offload(value)
-            set_value(spec.input, value)
-            return [spec]
+    async def _specs(
+        self,
+        node_id: str,
+        spawns: Sequence[Spawn | Wait | Sleep],
+        specs: RepeatedCompositeFieldContainer[NodeSpec],
+    ) -> None:
+        """Add the specs of the successors a node spawned to its record's `specs` (the one
+        common successor is added by `_completed_record`)."""
+        codec = self.codec
         keys = [s.key if s.key is not None else str(i) for i, s in enumerate(spawns)]
         if len(set(keys)) != len(keys):
             raise InvalidSpawn(f"node {node_id} spawned two successors with the same key: {keys}")
         known = set(keys)
-        specs = []
         for key, s in zip(keys, spawns, strict=True):
             if s.after is None:
                 parents = []  # slim: the one parent, `node_id`, is left out
@@ -653,12 +669,11 @@ class RunExecutor:
                     )
                 parents = [child_id(node_id, a) for a in s.after]
             if isinstance(s, Spawn):
-                spec = NodeSpec(node_id=child_id(node_id, key), kind=s.kind, parent_ids=parents)
-                set_value(spec.input, await self.codec.encode(s.input))
+                spec = specs.add(node_id=child_id(node_id, key), kind=s.kind, parent_ids=parents)
+                if (data := codec.encode_into(spec.input, s.input)) is not None:
+                    spec.input.CopyFrom(await codec.offload(data))
             else:
-                spec = await wait_spec(node_id, s, parents, self.codec, now_us())
-            specs.append(spec)
-        return specs
+                specs.append(await wait_spec(node_id, s, parents, codec, now_us()))
 
     def _failed_record(
         self, spec: NodeSpec, exc: BaseException, attempt: int, *, retryable: bool

@@ -266,6 +266,13 @@ class Graph:
 
     def check(self, record: Record) -> None:
         """Raise GraphError if `record` cannot be applied next."""
+        # A node's record, the executor's check of every node, first and as `apply` reads
+        # it: another body reads as an empty NodeCompleted, without a node id.
+        nc = record.node_completed
+        nid = nc.node_id
+        if nid and self.started is not None:
+            self._check_completed(nid, _split_spawned(nid, nc.spawned, self._specs)[1], nc)
+            return
         body = body_of(record)
         if body is None:
             raise GraphError("has no known body (written by a newer schema?)")
@@ -276,9 +283,7 @@ class Graph:
         if self.started is None:
             raise GraphError(f"is a {body} before run_started")
         match body:
-            case "node_completed":
-                nc = record.node_completed
-                nid = nc.node_id
+            case "node_completed":  # with no node id (one with an id is checked above)
                 self._check_completed(nid, _split_spawned(nid, nc.spawned, self._specs)[1], nc)
             case "node_failed":
                 if record.node_failed.node_id not in self._specs:

@@ -105,7 +105,7 @@ def node_completed(
     *,
     output: pb.Value,
     spawned: Iterable[pb.NodeSpec],
-    blobs: Iterable[pb.BlobRef],
+    blobs: Sequence[pb.BlobRef],
     used: pb.BudgetUsed,
     attempt: int,
     started_at_us: int,
@@ -120,23 +120,55 @@ def node_completed(
     through `at_us_of`, `started_at_us_of`, `attempt_of` and the graph's spec, which also
     read older, fuller records.
     """
-    # Filled in place: keyword construction copies every sub-message once more, and this
-    # is the record of every node (the executor's hot path).
-    record = pb.Record()
+    record = open_completed(spec)
     nc = record.node_completed
-    nc.node_id = spec.node_id
-    nc.kind = spec.kind
     set_value(nc.output, output)
     nc.spawned.extend(spawned)
     if used.ByteSize():
         nc.used.CopyFrom(used)
-    nc.blobs.extend(blobs)
+    close_completed(
+        nc,
+        blobs=blobs,
+        attempt=attempt,
+        started_at_us=started_at_us,
+        is_result=is_result,
+        fallback=fallback,
+    )
+    return record
+
+
+def open_completed(spec: pb.NodeSpec) -> pb.Record:
+    """`node_completed` in two steps, for the executor's hot path: the record of node
+    `spec`, whose output and successors the caller then encodes into it in place
+    (`record.node_completed.output`, `.spawned`: no Value or spec built and copied in),
+    then `close_completed`."""
+    record = pb.Record()
+    nc = record.node_completed
+    nc.node_id = spec.node_id
+    nc.kind = spec.kind
+    return record
+
+
+def close_completed(
+    nc: pb.NodeCompleted,
+    *,
+    blobs: Sequence[pb.BlobRef],
+    attempt: int,
+    started_at_us: int,
+    is_result: bool = False,
+    fallback: bool = False,
+) -> None:
+    """The rest of a node's record (`open_completed`; its `used` the caller fills in
+    place too): its attachments, its attempt and its times, the finish being now."""
+    if blobs:
+        nc.blobs.extend(blobs)
     if attempt != 1:
         nc.attempt = attempt
     set_times(nc, started_at_us, now_us())
-    nc.is_result = is_result
-    nc.fallback = fallback
-    return record
+    if is_result:
+        nc.is_result = True
+    if fallback:
+        nc.fallback = True
 
 
 def node_failed(

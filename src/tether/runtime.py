@@ -392,7 +392,13 @@ class Runtime:
         self, run_id: str, budget: Budget | None, epoch: int, loaded: Graph | None
     ) -> Outcome:
         # Read under the lease: records appended before it was taken are all there.
-        graph = await (self.load(run_id) if loaded is None else self.catch_up(loaded))
+        if loaded is None:
+            graph = await self.load(run_id)
+        else:
+            executor = await self._take_up_as_loaded(loaded, budget, epoch)
+            if executor is not None:
+                return await executor.execute()
+            graph = await self.catch_up(loaded)
         if graph.finished is not None:
             # Its row may still say otherwise (a log written before finishes were atomic).
             await self.store.leases.release(run_id, epoch, graph.status, graph.reason or None)
@@ -403,6 +409,25 @@ class Runtime:
             await self.store.leases.release(run_id, epoch, graph.status, graph.reason or None)
             raise
         return await self.continue_graph(graph, budget=budget, epoch=epoch)
+
+    async def _take_up_as_loaded(
+        self, graph: Graph, budget: Budget | None, epoch: int
+    ) -> RunExecutor | None:
+        """Take up a run as the caller loaded it, without reading its log again: its
+        RunResumed goes at the graph's next seq, which any record appended since the load
+        holds, so then the append is refused (ConflictingRecord) and writes nothing. None
+        when the graph may be behind: a conflict, or a refusal (finished, budget spent,
+        code that cannot continue it), which is only ever said of a graph caught up."""
+        if graph.finished is not None:
+            return None
+        try:
+            refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
+            registry = await self.registry_for(graph)
+            executor = RunExecutor(self, graph, registry, epoch=epoch)
+            await self._record_resumed(graph, registry, budget, epoch)
+        except (BudgetSpent, CannotContinue, ConflictingRecord):
+            return None
+        return executor
 
     async def not_taken(self, run_id: str, what: str) -> TetherError:
         """Why a run could not be taken: UnknownRun, RunNotResumable or RunBusy."""
@@ -432,7 +457,6 @@ class Runtime:
     ) -> Outcome:
         """Record that the run is taken up again (moved to this code's version, if it was on
         a compatible one), then execute it."""
-        limits = limits_of(budget) if budget is not None else None
         try:
             registry = await self.registry_for(graph)
         except CannotContinue as exc:
@@ -441,10 +465,18 @@ class Runtime:
                 await self.store.leases.release(graph.run_id, epoch, Status.QUEUED, reason)
             raise
         executor = RunExecutor(self, graph, registry, epoch=epoch)
+        await self._record_resumed(graph, registry, budget, epoch)
+        return await executor.execute()
+
+    async def _record_resumed(
+        self, graph: Graph, registry: Registry, budget: Budget | None, epoch: int | None
+    ) -> None:
+        """Append RunResumed (moving the run to `registry`'s version, if it was on another
+        compatible one) with its status RUNNING, and apply it."""
+        limits = limits_of(budget) if budget is not None else None
         moved = registry.version if graph.agent_version not in ("", registry.version) else ""
         resumed = run_resumed(self.owner, epoch, limits, version=moved)
         await self.writer.resume(graph, resumed, epoch=epoch, version=moved or None)
-        return await executor.execute()
 
     async def registry_for(self, graph: Graph) -> Registry:
         """The agent code in this process that continues `graph`; CannotContinue (nothing

@@ -53,16 +53,32 @@ class ValueCodec:
         return value if isinstance(value, Value) else await self.offload(value)
 
     def encode_now(self, obj: Any) -> Value | bytes:
-        """The Value of `obj` if it is kept inline; else its JSON, for `offload` (the
-        executor's hot path: most values are small and need no await)."""
+        """The Value of `obj` if it is kept inline; else its JSON, for `offload`."""
         data = dump_json(obj)
         # Without a blob store a large value stays inline and the record cap reports it.
         if self.blobs is None or len(data) <= self.threshold:
             if self.keys is not None:
-                key_id, nonce, ciphertext = seal(self.keys, data, _VALUE_AAD)
-                return Value(sealed=Sealed(key_id=key_id, nonce=nonce, ciphertext=ciphertext))
+                return Value(sealed=self._seal(data))
             return Value(json=data)
         return data
+
+    def encode_into(self, field: Value, obj: Any) -> bytes | None:
+        """Set a record's Value `field` to `obj` in place if it is kept inline (absent for
+        JSON null, as `set_value` leaves it) and return None; else return its JSON, for
+        `offload`. The executor's hot path: no Value built and copied into the record."""
+        data = dump_json(obj)
+        if self.blobs is None or len(data) <= self.threshold:
+            if self.keys is not None:
+                field.sealed.CopyFrom(self._seal(data))
+            elif data != b"null":
+                field.json = data
+            return None
+        return data
+
+    def _seal(self, data: bytes) -> Sealed:
+        assert self.keys is not None
+        key_id, nonce, ciphertext = seal(self.keys, data, _VALUE_AAD)
+        return Sealed(key_id=key_id, nonce=nonce, ciphertext=ciphertext)
 
     async def offload(self, data: bytes) -> Value:
         """A Value pointing to `data` (a value's JSON) stored in the blob store."""

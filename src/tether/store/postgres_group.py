@@ -1,66 +1,84 @@
-"""Group commit on PostgreSQL: appends of many runs share one INSERT while others are in flight.
+"""Group commit on PostgreSQL: statements of many runs share one while others are in flight.
 
-An append goes out alone, at once, whenever fewer than `statements` appends are in flight
-(so a lone run never waits for a batch that will not come; `statements=0`: always).
-Otherwise it queues; when a statement finishes, everything queued (one append per run, up
-to `max_rows` rows) leaves as one `append_group` statement, led by the first waiter, and
-each waiter learns whether all its rows landed there. A run the shared statement could not
-decide for (fenced off, its runs row locked, or any taken seq in the statement) appends
-alone, and the caller judges a short count (retry, conflict, fence) for its run alone,
-exactly as after a lone append.
+A statement (an append, a finish) goes out alone, at once, whenever fewer than `statements`
+of its kind are in flight (so a lone run never waits for a batch that will not come;
+`statements=0`: always). Otherwise it queues; when a statement finishes, everything queued
+(one per run, up to `max_rows` rows) leaves as one shared statement, led by the first
+waiter, and each waiter learns whether the shared statement did its work. A run the shared
+statement could not decide for (fenced off, its runs row locked, or any taken seq in the
+statement) goes alone, and the caller judges the outcome for its run alone, exactly as
+after a lone statement.
+
+`GroupCommit` is the queue and its leaders; what a statement is comes from two functions,
+one run's statement alone and the batch's shared one (`append_together` here for appends,
+`store/postgres_finishes.py` for finishes).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from typing import Generic, TypeVar, cast
 
 import asyncpg
 
+from tether.store.postgres_arrays import int_array, text_array
 from tether.store.postgres_lanes import AppendLanes
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
 
-# Appends in flight before the next one queues for a shared statement. Two keeps the
+# Statements in flight before the next one queues for a shared statement. Two keeps the
 # server's commit path busy (one statement committing while the next is sent) without
 # splitting a burst of appends into many small statements.
 DEFAULT_STATEMENTS = 2
 DEFAULT_MAX_ROWS = 4096
 
-# What a waiter is handed: its run's inserted rows, ALONE (append by yourself: the shared
-# statement could not decide for every run), or the batch it now leads.
+# A waiter's verdict: ALONE (go by yourself: the shared statement could not decide for
+# every run), else what the shared statement did for it (an append: rows inserted).
 ALONE = -1
 
 
-@dataclass(slots=True, eq=False)
-class _Waiter:
-    run_id: str
-    seqs: list[int]
-    records: list[bytes]
-    epoch: int | None
-    done: asyncio.Future[int | list[_Waiter]] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+class Waiter:
+    """One run's statement, queued for a shared one (a plain class: a dataclass's default
+    factory cost a call a waiter); `done` is set when it queues."""
+
+    __slots__ = ("done", "rows", "run_id")
+
+    done: asyncio.Future[int | list[Waiter]]
+
+    def __init__(self, run_id: str, rows: int) -> None:
+        self.run_id = run_id
+        self.rows = rows
 
 
-class GroupCommit:
-    """Counts the appends in flight and turns the queued ones into shared statements."""
+W = TypeVar("W", bound=Waiter)
+
+
+class GroupCommit(Generic[W]):
+    """Counts the statements in flight and turns the queued ones into shared statements.
+
+    `alone(w)`: w's statement by itself, its verdict. `together(batch)`: one statement for
+    the batch (one waiter a run), a verdict for each waiter in order. `noun` names the
+    counters in `statistics()`."""
 
     def __init__(
         self,
-        lanes: AppendLanes,
+        alone: Callable[[W], Awaitable[int]],
+        together: Callable[[list[W]], Awaitable[list[int]]],
+        noun: str,
         *,
         statements: int = DEFAULT_STATEMENTS,
         max_rows: int = DEFAULT_MAX_ROWS,
     ) -> None:
-        self._lanes = lanes
+        self._alone = alone
+        self._together = together
+        self._noun = noun
         self.statements = statements
         self.max_rows = max_rows
         self.inflight = 0
-        self._queue: list[_Waiter] = []
-        # Counters for statistics(): shared statements sent, the appends they carried, and
+        self._queue: list[W] = []
+        # Counters for statistics(): shared statements sent, the waiters they carried, and
         # those of them that the statement could not decide for, which then went alone.
         self._groups = 0
         self._grouped = 0
@@ -69,32 +87,26 @@ class GroupCommit:
     def statistics(self) -> dict[str, int]:
         return {
             "group_statements": self._groups,
-            "grouped_appends": self._grouped,
-            "undecided_appends": self._undecided,
+            f"grouped_{self._noun}": self._grouped,
+            f"undecided_{self._noun}": self._undecided,
         }
 
-    async def append(
-        self,
-        run_id: str,
-        seqs: list[int],
-        records: list[bytes],
-        epoch: int | None,
-        alone: Callable[[], Awaitable[int]],
-    ) -> int:
-        """Rows of this append inserted, by `alone()` or by a shared statement."""
+    async def submit(self, w: W) -> int:
+        """w's verdict, from `alone(w)` or from a shared statement."""
         if self.inflight < self.statements or self.statements == 0:
             self.inflight += 1
             try:
-                return await alone()
+                return await self._alone(w)
             finally:
                 self._release()
-        waiter = _Waiter(run_id, seqs, records, epoch)
-        self._queue.append(waiter)
+        done: asyncio.Future[int | list[Waiter]] = asyncio.get_running_loop().create_future()
+        w.done = done
+        self._queue.append(w)
         try:
-            got = await waiter.done
+            got = await done
         except asyncio.CancelledError:
-            if waiter.done.done() and not waiter.done.cancelled():
-                self._abdicate(waiter.done.result())
+            if done.done() and not done.cancelled():
+                self._abdicate(done.result())
             raise
         if isinstance(got, list):
             try:
@@ -103,18 +115,15 @@ class GroupCommit:
                 self._release()
         if got == ALONE:
             self._undecided += 1
-            return await self._alone(alone)
+            self.inflight += 1
+            try:
+                return await self._alone(w)
+            finally:
+                self._release()
         return got
 
-    async def _alone(self, alone: Callable[[], Awaitable[int]]) -> int:
-        self.inflight += 1
-        try:
-            return await alone()
-        finally:
-            self._release()
-
-    def _abdicate(self, got: int | list[_Waiter]) -> None:
-        """A waiter cancelled after it was made leader: the others append alone."""
+    def _abdicate(self, got: int | list[Waiter]) -> None:
+        """A waiter cancelled after it was made leader: the others go alone."""
         if isinstance(got, list):
             for w in got[1:]:
                 if not w.done.done():
@@ -126,7 +135,7 @@ class GroupCommit:
         self.inflight -= 1
         queue = self._queue
         while queue and self.inflight < self.statements:
-            batch: list[_Waiter] = []
+            batch: list[Waiter] = []
             runs: set[str] = set()
             rows = 0
             taken = 0
@@ -134,57 +143,94 @@ class GroupCommit:
                 if w.done.done():  # cancelled while queued
                     taken += 1
                     continue
-                if w.run_id in runs or (batch and rows + len(w.seqs) > self.max_rows):
-                    break  # a run's second append waits for the next statement
+                if w.run_id in runs or (batch and rows + w.rows > self.max_rows):
+                    break  # a run's second statement waits for the next one
                 batch.append(w)
                 runs.add(w.run_id)
-                rows += len(w.seqs)
+                rows += w.rows
                 taken += 1
             del queue[:taken]
             if batch:
                 self.inflight += 1
                 batch[0].done.set_result(batch)
 
-    async def _lead(self, batch: list[_Waiter]) -> int:
+    async def _lead(self, batch: list[Waiter]) -> int:
         """Send one statement for the batch; hand each other waiter its verdict; ours."""
-        run_ids: list[str] = []
-        seqs: list[int] = []
-        records: list[bytes] = []
-        fenced_rows: list[bool] = []
-        fenced: list[str] = []
-        epochs: list[int] = []
-        for w in batch:
-            n = len(w.seqs)
-            run_ids += [w.run_id] * n
-            seqs += w.seqs
-            records += w.records
-            fenced_rows += [w.epoch is not None] * n
-            if w.epoch is not None:
-                fenced.append(w.run_id)
-                epochs.append(w.epoch)
-        passed: set[str] | None = None
+        verdicts: list[int] | None = None
         try:
-            rows = await self._lanes.fetch(
-                Q["append_group"], run_ids, seqs, records, fenced, epochs, fenced_rows
-            )
-            # Refused (a taken seq: a retry or a conflict; a deadlock with a claim; anything
-            # the shared statement cannot decide for every run): each run appends alone.
-            if not isinstance(rows, asyncpg.PostgresError):
-                passed = {row[0] for row in rows}
+            verdicts = await self._together(cast("list[W]", batch))  # our queue's waiters
         finally:
             # Also when the store went away or the leader was cancelled: the others then
             # learn it from their own attempt, idempotent whether or not this one landed.
-            for w in batch[1:]:
-                if not w.done.done():
-                    w.done.set_result(_verdict(w, passed))
+            for i in range(1, len(batch)):
+                done = batch[i].done
+                if not done.done():
+                    done.set_result(ALONE if verdicts is None else verdicts[i])
         self._groups += 1
         self._grouped += len(batch)
-        return _verdict(batch[0], passed)
+        return verdicts[0]
 
 
-def _verdict(w: _Waiter, passed: set[str] | None) -> int:
-    """A waiter's rows inserted, or ALONE: no shared statement, or a fenced run that did not
-    pass its fence (fenced off, or its runs row was locked and skipped) appends alone."""
-    if passed is None or (w.epoch is not None and w.run_id not in passed):
-        return ALONE
-    return len(w.seqs)
+class Append(Waiter):
+    """An append of one run: its rows, fenced at `epoch` if given."""
+
+    __slots__ = ("epoch", "records", "seqs")
+
+    def __init__(
+        self, run_id: str, seqs: list[int], records: list[bytes], epoch: int | None
+    ) -> None:
+        self.run_id = run_id
+        self.rows = len(seqs)
+        self.seqs = seqs
+        self.records = records
+        self.epoch = epoch
+
+
+async def append_together(lanes: AppendLanes, batch: list[Append]) -> list[int]:
+    """One `append_group` statement for the batch; each append's rows inserted, or ALONE
+    (the statement was refused, or a fenced run did not pass its fence)."""
+    run_ids: list[str] = []
+    seqs: list[int] = []
+    records: list[bytes] = []
+    fenced_appends: list[tuple[Append, int]] = []
+    for w in batch:  # the unfenced runs' rows first: the statement takes them as they are
+        if w.epoch is not None:
+            fenced_appends.append((w, w.epoch))
+            continue
+        _add_rows(w, run_ids, seqs, records)
+    unfenced_rows = len(seqs)
+    fenced: list[str] = []
+    epochs: list[int] = []
+    for w, epoch in fenced_appends:
+        _add_rows(w, run_ids, seqs, records)
+        fenced.append(w.run_id)
+        epochs.append(epoch)
+    rows = await lanes.fetch(
+        Q["append_group"],
+        text_array(run_ids),
+        int_array(seqs),
+        records,
+        text_array(fenced),
+        int_array(epochs),
+        unfenced_rows,
+    )
+    # Refused (a taken seq: a retry or a conflict; a deadlock with a claim; anything the
+    # shared statement cannot decide for every run): each run appends alone.
+    if isinstance(rows, asyncpg.PostgresError):
+        return [ALONE] * len(batch)
+    # A fenced run that did not pass its fence (fenced off, or its runs row was locked and
+    # skipped) appends alone.
+    passed = {row[0] for row in rows}
+    return [w.rows if w.epoch is None or w.run_id in passed else ALONE for w in batch]
+
+
+def _add_rows(w: Append, run_ids: list[str], seqs: list[int], records: list[bytes]) -> None:
+    """An append's rows onto the statement's columns."""
+    if w.rows == 1:  # a node's record: most appends
+        run_ids.append(w.run_id)
+        seqs.append(w.seqs[0])
+        records.append(w.records[0])
+    else:
+        run_ids += [w.run_id] * w.rows
+        seqs += w.seqs
+        records += w.records

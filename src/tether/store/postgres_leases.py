@@ -12,6 +12,8 @@ from asyncpg.pool import PoolConnectionProxy
 from tether.errors import StaleEpoch, StoreUnavailable
 from tether.store.base import Claim, Leases, Renewal, Serves, Status, Stranded
 from tether.store.postgres_db import PgPool, wrap_errors
+from tether.store.postgres_finishes import RELEASED, Finish, finish_together
+from tether.store.postgres_group import GroupCommit
 from tether.store.postgres_log import append_final
 from tether.store.queries import load_queries
 
@@ -28,6 +30,13 @@ class PostgresLeases(Leases):
         self._on_appended = on_appended
         self._listener: asyncpg.Connection | None = None
         self._woken = asyncio.Event()
+        # Finishes of many runs share one statement while others are in flight.
+        self._finishes: GroupCommit[Finish] = GroupCommit(
+            self._finish,
+            lambda batch: finish_together(db, batch),
+            "finishes",
+            statements=db.group_commit,
+        )
 
     async def claim(
         self,
@@ -79,16 +88,8 @@ class PostgresLeases(Leases):
         if final is None:
             return await self._release(self._db, run_id, epoch, status, reason, wake_at)
         seq, record = final
-        async with self._db.connection() as conn:
-            try:  # the common finish: one statement
-                rows = await conn.fetch(
-                    Q["finish"], run_id, epoch, status.value, reason, wake_at, seq, record
-                )
-            except asyncpg.NotNullViolationError as exc:
-                if exc.column_name != "seq":
-                    raise
-                rows = []  # a different record holds the seq: nothing landed; judged below
-        if rows and rows[0][0]:
+        finish = Finish(run_id, epoch, status.value, reason, wake_at, seq, record)
+        if await self._finishes.submit(finish) == RELEASED:
             self._on_appended(run_id, seq)
             return True
         # Fenced off, released before, or a conflict: step by step, where the judgement
@@ -98,6 +99,20 @@ class PostgresLeases(Leases):
             released = await self._release(conn, run_id, epoch, status, reason, wake_at)
         self._on_appended(run_id, final[0])
         return released
+
+    async def _finish(self, f: Finish) -> int:
+        """A finish alone, in one statement: RELEASED if its row was released (its record
+        inserted, or there already), else 0 (for the step-by-step judgement)."""
+        async with self._db.connection() as conn:
+            try:  # the common finish: one statement
+                rows = await conn.fetch(
+                    Q["finish"], f.run_id, f.epoch, f.status, f.reason, f.wake_at, f.seq, f.record
+                )
+            except asyncpg.NotNullViolationError as exc:
+                if exc.column_name != "seq":
+                    raise
+                return 0  # a different record holds the seq: nothing landed; judged after
+        return RELEASED if rows and rows[0][0] else 0
 
     @staticmethod
     async def _release(

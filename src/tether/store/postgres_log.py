@@ -12,7 +12,7 @@ from tether.errors import ConflictingRecord
 from tether.store.base import AppendListener, LogListener, LogStore
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.postgres_db import PgPool, refused, rowcount
-from tether.store.postgres_group import GroupCommit
+from tether.store.postgres_group import Append, GroupCommit, append_together
 from tether.store.postgres_lanes import AppendLanes
 from tether.store.postgres_listen import PostgresLogListener
 from tether.store.postgres_notify import AppendNotifier
@@ -61,7 +61,12 @@ class PostgresLog(LogStore):
         # Appends of many runs share one statement while others are in flight.
         # Appends run on connections of their own, outside the pool.
         self._lanes = AppendLanes(db, db.group_commit)
-        self._group = GroupCommit(self._lanes, statements=db.group_commit)
+        self._group: GroupCommit[Append] = GroupCommit(
+            self._insert,
+            lambda batch: append_together(self._lanes, batch),
+            "appends",
+            statements=db.group_commit,
+        )
 
     def appended(self, run_id: str, seq: int) -> None:
         """Note records up to `seq` appended by another statement (a run's finish)."""
@@ -78,11 +83,13 @@ class PostgresLog(LogStore):
         entries = _unique(run_id, entries)
         if not entries:
             return
-        seqs = [seq for seq, _ in entries]
-        records = [record for _, record in entries]
-        inserted = await self._group.append(
-            run_id, seqs, records, epoch, lambda: self._insert(run_id, seqs, records, epoch)
-        )
+        if len(entries) == 1:  # a node's record: most appends
+            seq, record = entries[0]
+            seqs, records = [seq], [record]
+        else:
+            seqs = [seq for seq, _ in entries]
+            records = [record for _, record in entries]
+        inserted = await self._group.submit(Append(run_id, seqs, records, epoch))
         if inserted == len(entries):
             self._notifier.note(run_id, seqs[-1])
             return
@@ -96,10 +103,9 @@ class PostgresLog(LogStore):
         if inserted:  # a retry that overlapped what had landed and added the rest
             self._notifier.note(run_id, seqs[-1])
 
-    async def _insert(
-        self, run_id: str, seqs: list[int], records: list[bytes], epoch: int | None
-    ) -> int:
+    async def _insert(self, a: Append) -> int:
         """One run's append in one statement; the rows it inserted (0: nothing landed)."""
+        run_id, seqs, records, epoch = a.run_id, a.seqs, a.records, a.epoch
         if len(seqs) != 1:
             if epoch is None:
                 got = await self._lanes.execute(Q["append"], run_id, seqs, records)
@@ -124,7 +130,9 @@ class PostgresLog(LogStore):
         return [(row[0], row[1]) for row in rows]
 
     async def read_all(self, run_id: str) -> list[bytes]:
-        rows = await self._db.fetch(Q["read_all"], run_id)
+        rows = await self._db.fetch(Q["read_all_own"], run_id)
+        if not rows:  # a fork (its seq 0 is its own, so it has rows) or an unknown run
+            rows = await self._db.fetch(Q["read_all"], run_id)
         return [row[0] for row in rows]
 
     def listener(self, on_append: AppendListener) -> LogListener:

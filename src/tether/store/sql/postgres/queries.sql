@@ -34,8 +34,10 @@ WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 
 -- name: append_group
 -- The appends of several runs in one statement (group commit): rows $1/$2/$3 (run, seq,
--- record); a row whose $6 is true belongs to a fenced run, inserted only while that run's
--- epoch is still the one $4/$5 give it (FOR SHARE, as append_fenced). SKIP LOCKED: a runs
+-- record), the unfenced runs' rows first. The first $6 rows are inserted as they are; the
+-- others belong to fenced runs, inserted only while that run's epoch is still the one
+-- $4/$5 give it (FOR SHARE, as append_fenced). A count, not a flag a row: one array less
+-- for the client to encode (its CPU a row is the throughput's cap). SKIP LOCKED: a runs
 -- row that a claim or a lease renewal is updating right now is left out instead of waited
 -- for (waiting on several rows at once could deadlock with a renewal of several); such a
 -- run, like a fenced-off one, inserts nothing here and appends alone, where it waits for
@@ -43,18 +45,19 @@ WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 -- other run's rows all landed. A plain INSERT (no ON CONFLICT, no row-wise RETURNING:
 -- together they were half the server's CPU a row, and `= ANY(runs)` grew with runs x rows):
 -- any taken seq, a retry's or a conflict's, aborts the whole statement and each run then
--- appends alone, so a conflict is reported to its own run only.
+-- appends alone, so a conflict is reported to its own run only. The run ids, seqs and
+-- epochs come as array literals (store/postgres_arrays.py: the client's CPU a row).
 WITH fence AS (
     SELECT runs.run_id FROM runs
-    JOIN unnest($4::text[], $5::bigint[]) AS f(run_id, epoch)
+    JOIN unnest($4::text::text[], $5::text::bigint[]) AS f(run_id, epoch)
       ON runs.run_id = f.run_id AND runs.epoch = f.epoch
     FOR SHARE OF runs SKIP LOCKED
 ), ins AS (
     INSERT INTO run_log (run_id, seq, record)
     SELECT e.run_id, e.seq, e.record
-    FROM unnest($1::text[], $2::bigint[], $3::bytea[], $6::boolean[])
-      AS e(run_id, seq, record, fenced)
-    WHERE NOT e.fenced OR e.run_id IN (SELECT run_id FROM fence)
+    FROM unnest($1::text::text[], $2::text::bigint[], $3::bytea[])
+      WITH ORDINALITY AS e(run_id, seq, record, n)
+    WHERE e.n <= $6 OR e.run_id IN (SELECT run_id FROM fence)
 )
 SELECT run_id FROM fence;
 
@@ -93,6 +96,16 @@ SELECT seq, record FROM (
      AND l.seq BETWEEN greatest(r.from_seq, $2 + 1) AND r.to_seq
     WHERE r.run_id = $1 AND r.to_seq > $2
 ) AS rows ORDER BY seq;
+
+-- name: read_all_own
+-- A run's record bytes in order when it is no fork (it references no rows): one walk of
+-- run_log's primary key, in seq order. Nothing for a fork (and for an unknown run): the
+-- caller then reads with read_all. Merging with the referenced rows makes PostgreSQL
+-- sort every row instead (on disk past work_mem: a 50,000-record run's 12 MB took twice
+-- as long to read).
+SELECT record FROM run_log
+WHERE run_id = $1 AND NOT EXISTS (SELECT 1 FROM run_refs WHERE run_id = $1)
+ORDER BY seq;
 
 -- name: read_all
 -- A run's record bytes in order (rehydration), with what a fork references, as `read`.
@@ -221,7 +234,11 @@ SELECT epoch FROM runs WHERE run_id = $1;
 -- paused by a drain is runnable once released (lease_until cleared), not while its
 -- worker still holds it between the pause record and the release (unless that worker
 -- died there and its lease ran out). Parked runs whose wake-up time has come are taken
--- first, through their own index (runs_wake_idx): many waiting runs cost the claim nothing.
+-- first, then queued, drained and orphaned runs oldest first (of the orphaned ones, those
+-- whose leases ran out first are the candidates). Each kind is found through
+-- its own index (runs_wake_idx, runs_fresh_idx, runs_lease_idx), with the time read once
+-- (an index condition cannot call clock_timestamp()): the runs running under live leases
+-- and the parked ones not yet due cost the claim nothing, however many there are.
 -- Never the runs of $4: ones the claiming worker's code cannot continue. Pinning: with
 -- agents $5 and their versions $6 (NULL: no pinning), only runs of those agents on that
 -- version or on none (older than versions), or runs of $7 (other versions its code checked).
@@ -233,11 +250,13 @@ WITH flow AS (
     SELECT EXISTS (SELECT 1 FROM run_limits) AS limited,
            EXISTS (SELECT 1 FROM runs WHERE parent_run_id IS NULL AND status = 'queued'
                    AND (concurrency_key <> '' OR priority <> 0)) AS ordered
+), clock AS (
+    SELECT extract(epoch FROM clock_timestamp()) AS now
 ), due AS (
     SELECT run_id FROM runs
     WHERE parent_run_id IS NULL AND status = 'waiting'
       AND NOT (SELECT limited OR ordered FROM flow)
-      AND wake_at <= extract(epoch FROM clock_timestamp())
+      AND wake_at <= (SELECT now FROM clock)
       AND run_id <> ALL($4::text[])
       AND ($5::text[] IS NULL OR run_id = ANY($7::text[])
            OR EXISTS (SELECT 1 FROM unnest($5::text[], $6::text[]) AS s(agent, version)
@@ -246,14 +265,11 @@ WITH flow AS (
     ORDER BY wake_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
-), runnable AS (
-    SELECT run_id FROM runs
+), fresh AS (
+    SELECT run_id, created_at FROM runs
     WHERE parent_run_id IS NULL
-      AND status IN ('queued', 'paused', 'running')
-      AND (status = 'queued'
-           OR (status = 'paused' AND reason = 'drain'
-               AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
-           OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp())))
+      AND (status = 'queued' OR (status = 'paused' AND reason = 'drain'))
+      AND (status = 'queued' OR lease_until IS NULL OR lease_until < (SELECT now FROM clock))
       AND NOT (SELECT limited OR ordered FROM flow)
       AND run_id <> ALL($4::text[])
       AND ($5::text[] IS NULL OR run_id = ANY($7::text[])
@@ -263,13 +279,31 @@ WITH flow AS (
     ORDER BY created_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+), orphaned AS (
+    SELECT run_id, created_at FROM runs
+    WHERE parent_run_id IS NULL AND status = 'running'
+      AND lease_until < (SELECT now FROM clock)
+      AND NOT (SELECT limited OR ordered FROM flow)
+      AND run_id <> ALL($4::text[])
+      AND ($5::text[] IS NULL OR run_id = ANY($7::text[])
+           OR EXISTS (SELECT 1 FROM unnest($5::text[], $6::text[]) AS s(agent, version)
+                      WHERE s.agent = runs.agent
+                        AND (runs.agent_version IS NULL OR runs.agent_version = s.version)))
+    ORDER BY lease_until
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
 ), picked AS (
-    SELECT run_id FROM (SELECT run_id FROM due UNION ALL SELECT run_id FROM runnable) AS p
+    SELECT run_id FROM (
+        SELECT run_id, 0 AS kind, 0::double precision AS created_at FROM due
+        UNION ALL SELECT run_id, 1, created_at FROM fresh
+        UNION ALL SELECT run_id, 1, created_at FROM orphaned
+    ) AS p
+    ORDER BY kind, created_at
     LIMIT $2
 ), claimed AS (
     UPDATE runs SET status = 'running', reason = NULL, owner = $1, epoch = runs.epoch + 1,
-           lease_until = extract(epoch FROM clock_timestamp()) + $3,
-           updated_at = extract(epoch FROM clock_timestamp())
+           lease_until = (SELECT now FROM clock) + $3,
+           updated_at = (SELECT now FROM clock)
     FROM picked WHERE runs.run_id = picked.run_id
     RETURNING runs.run_id, runs.epoch, runs.cancel_requested
 )
@@ -280,18 +314,43 @@ SELECT NULL, NULL, limited FROM flow WHERE limited OR ordered;
 -- name: stranded
 -- Up to $4 runnable top-level runs (as claim finds them, oldest first, never those of $3)
 -- that agents $1 at versions $2 do not admit: read, not claimed, so that a worker can
--- resolve their agents or check them against its code without moving their epochs.
-SELECT run_id, agent, agent_version FROM runs
-WHERE parent_run_id IS NULL
-  AND (status = 'queued'
-       OR (status = 'paused' AND reason = 'drain'
-           AND (lease_until IS NULL OR lease_until < extract(epoch FROM clock_timestamp())))
-       OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp()))
-       OR (status = 'waiting' AND wake_at <= extract(epoch FROM clock_timestamp())))
-  AND run_id <> ALL($3::text[])
-  AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS s(agent, version)
-                  WHERE s.agent = runs.agent
-                    AND (runs.agent_version IS NULL OR runs.agent_version = s.version))
+-- resolve their agents or check them against its code without moving their epochs. Each
+-- kind of runnable run through its own index, as in claim.
+WITH clock AS (
+    SELECT extract(epoch FROM clock_timestamp()) AS now
+), runnable AS (
+    (SELECT run_id, agent, agent_version, created_at FROM runs
+     WHERE parent_run_id IS NULL
+       AND (status = 'queued' OR (status = 'paused' AND reason = 'drain'))
+       AND (status = 'queued' OR lease_until IS NULL OR lease_until < (SELECT now FROM clock))
+       AND run_id <> ALL($3::text[])
+       AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS s(agent, version)
+                       WHERE s.agent = runs.agent
+                         AND (runs.agent_version IS NULL OR runs.agent_version = s.version))
+     ORDER BY created_at
+     LIMIT $4)
+    UNION ALL
+    (SELECT run_id, agent, agent_version, created_at FROM runs
+     WHERE parent_run_id IS NULL AND status = 'running'
+       AND lease_until < (SELECT now FROM clock)
+       AND run_id <> ALL($3::text[])
+       AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS s(agent, version)
+                       WHERE s.agent = runs.agent
+                         AND (runs.agent_version IS NULL OR runs.agent_version = s.version))
+     ORDER BY lease_until
+     LIMIT $4)
+    UNION ALL
+    (SELECT run_id, agent, agent_version, created_at FROM runs
+     WHERE parent_run_id IS NULL AND status = 'waiting'
+       AND wake_at <= (SELECT now FROM clock)
+       AND run_id <> ALL($3::text[])
+       AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS s(agent, version)
+                       WHERE s.agent = runs.agent
+                         AND (runs.agent_version IS NULL OR runs.agent_version = s.version))
+     ORDER BY wake_at
+     LIMIT $4)
+)
+SELECT run_id, agent, agent_version FROM runnable
 ORDER BY created_at
 LIMIT $4;
 
@@ -360,6 +419,39 @@ SELECT count(*) AS released, (SELECT count(*) FROM final) AS inserted,
            WHERE (status = 'paused' AND reason = 'drain') OR status = 'queued'
               OR (status = 'waiting' AND wake_at IS NOT NULL))
 FROM released;
+
+-- name: finish_group
+-- The finishes of several runs in one statement (group commit, store/postgres_finishes.py):
+-- for each row of $1..$7 (run, epoch or NULL, status, reason, wake_at, seq, record) what
+-- `finish` does, one commit for them all. SKIP LOCKED, as in append_group: a runs row that
+-- a claim or a renewal is updating now is left out, not waited for; such a run, like a
+-- fenced-off one, is not released here and finishes alone, where `finish` judges it. A
+-- plain INSERT: any taken seq (a retry, a conflict) aborts the whole statement and each
+-- run then finishes alone. Returns each released run (its record inserted) and whether
+-- it woke the workers (as `finish` does).
+WITH f AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[],
+                         $5::double precision[], $6::bigint[], $7::bytea[])
+      AS f(run_id, epoch, status, reason, wake_at, seq, record)
+), locked AS (
+    SELECT runs.run_id FROM runs
+    JOIN f ON runs.run_id = f.run_id AND (f.epoch IS NULL OR runs.epoch = f.epoch)
+    FOR UPDATE OF runs SKIP LOCKED
+), released AS (
+    UPDATE runs SET status = f.status, reason = f.reason, owner = NULL, lease_until = NULL,
+                    updated_at = extract(epoch FROM clock_timestamp()), wake_at = f.wake_at
+    FROM f
+    WHERE runs.run_id = f.run_id AND runs.run_id IN (SELECT run_id FROM locked)
+    RETURNING runs.run_id, runs.status, runs.reason, runs.wake_at
+), final AS (
+    INSERT INTO run_log (run_id, seq, record)
+    SELECT f.run_id, f.seq, f.record FROM f JOIN released USING (run_id)
+)
+SELECT r.run_id,
+       (SELECT count(pg_notify('tether_work', w.run_id)) FROM (SELECT r.run_id) AS w(run_id)
+        WHERE (r.status = 'paused' AND r.reason = 'drain') OR r.status = 'queued'
+           OR (r.status = 'waiting' AND r.wake_at IS NOT NULL)) AS notified
+FROM released AS r;
 
 -- name: append_final
 -- A run's last record, in the transaction that releases it. A taken seq is skipped (DO

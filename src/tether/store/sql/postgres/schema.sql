@@ -29,12 +29,15 @@ CREATE TABLE runs (
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
 
--- Claiming: the worker's query scans top-level runs that may be runnable, oldest first.
-CREATE INDEX runs_claim_idx ON runs (created_at)
-    WHERE parent_run_id IS NULL AND status IN ('queued', 'paused', 'running');
+-- Claiming: queued and drained top-level runs oldest first, orphaned ones by their lease
+-- (see migrations/0013_claim_kinds.sql): the runs running under live leases are in neither.
+CREATE INDEX runs_fresh_idx ON runs (created_at)
+    WHERE parent_run_id IS NULL AND (status = 'queued' OR (status = 'paused' AND reason = 'drain'));
+CREATE INDEX runs_lease_idx ON runs (status, lease_until)
+    WHERE parent_run_id IS NULL AND status = 'running';
 
--- Waking parked runs: due deadlines first.
-CREATE INDEX runs_wake_idx ON runs (wake_at)
+-- Waking parked runs: due deadlines first (keyed on status too: see 0013_claim_kinds.sql).
+CREATE INDEX runs_wake_idx ON runs (status, wake_at)
     WHERE parent_run_id IS NULL AND status = 'waiting';
 
 -- Retention: children by their parent, expired runs by when they finished.

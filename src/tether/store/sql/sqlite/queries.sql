@@ -92,10 +92,14 @@ WHERE run_id = ? AND epoch = ?;
 -- name: claim
 -- Take up to N runnable top-level runs at a new epoch with a lease (one process owns the
 -- file, so its clock is the only clock): parked runs whose wake-up time has come, then
--- queued, drained and orphaned ones; never those of :skip (a JSON array of run ids the
--- claiming worker's code cannot continue). Pinning: unless :pinned is 0, only runs of the
--- agents of :serves (a JSON array of [agent, version]) on that version or on none, or runs
--- of :also (a JSON array of run ids its code checked).
+-- queued, drained and orphaned ones, oldest first (of the orphaned ones, those whose
+-- leases ran out first are the candidates). Each kind is read in its own order through
+-- an index keyed on its status first (runs_status_idx, runs_drained_idx, runs_lease_idx,
+-- runs_wake_idx), so that SQLite picks it without statistics: the runs running under live
+-- leases and the queue's other runs cost a claim nothing. Never those of :skip (a JSON
+-- array of run ids the claiming worker's code cannot continue). Pinning: unless :pinned is
+-- 0, only runs of the agents of :serves (a JSON array of [agent, version]) on that version
+-- or on none, or runs of :also (a JSON array of run ids its code checked).
 UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
        lease_until = :now + :ttl, updated_at = :now
 WHERE run_id IN (
@@ -113,19 +117,45 @@ WHERE run_id IN (
     )
     UNION ALL
     SELECT run_id FROM (
-        SELECT run_id FROM runs
-        WHERE parent_run_id IS NULL
-          AND status IN ('queued', 'paused', 'running')
-          AND (status = 'queued'
-               OR (status = 'paused' AND reason = 'drain'
-                   AND (lease_until IS NULL OR lease_until < :now))
-               OR (status = 'running' AND lease_until < :now))
-          AND run_id NOT IN (SELECT value FROM json_each(:skip))
-          AND (:pinned = 0 OR run_id IN (SELECT value FROM json_each(:also))
-               OR EXISTS (SELECT 1 FROM json_each(:serves) AS s
-                          WHERE s.value ->> 0 = runs.agent
-                            AND (runs.agent_version IS NULL
-                                 OR runs.agent_version = s.value ->> 1)))
+        SELECT * FROM (
+            SELECT run_id, created_at FROM runs
+            WHERE parent_run_id IS NULL AND status = 'queued'
+              AND run_id NOT IN (SELECT value FROM json_each(:skip))
+              AND (:pinned = 0 OR run_id IN (SELECT value FROM json_each(:also))
+                   OR EXISTS (SELECT 1 FROM json_each(:serves) AS s
+                              WHERE s.value ->> 0 = runs.agent
+                                AND (runs.agent_version IS NULL
+                                     OR runs.agent_version = s.value ->> 1)))
+            ORDER BY created_at
+            LIMIT :limit
+        )
+        UNION ALL
+        SELECT * FROM (
+            SELECT run_id, created_at FROM runs
+            WHERE parent_run_id IS NULL AND status = 'paused' AND reason = 'drain'
+              AND (lease_until IS NULL OR lease_until < :now)
+              AND run_id NOT IN (SELECT value FROM json_each(:skip))
+              AND (:pinned = 0 OR run_id IN (SELECT value FROM json_each(:also))
+                   OR EXISTS (SELECT 1 FROM json_each(:serves) AS s
+                              WHERE s.value ->> 0 = runs.agent
+                                AND (runs.agent_version IS NULL
+                                     OR runs.agent_version = s.value ->> 1)))
+            ORDER BY created_at
+            LIMIT :limit
+        )
+        UNION ALL
+        SELECT * FROM (
+            SELECT run_id, created_at FROM runs
+            WHERE parent_run_id IS NULL AND status = 'running' AND lease_until < :now
+              AND run_id NOT IN (SELECT value FROM json_each(:skip))
+              AND (:pinned = 0 OR run_id IN (SELECT value FROM json_each(:also))
+                   OR EXISTS (SELECT 1 FROM json_each(:serves) AS s
+                              WHERE s.value ->> 0 = runs.agent
+                                AND (runs.agent_version IS NULL
+                                     OR runs.agent_version = s.value ->> 1)))
+            ORDER BY lease_until
+            LIMIT :limit
+        )
         ORDER BY created_at
         LIMIT :limit
     )
@@ -135,17 +165,58 @@ RETURNING run_id, epoch, cancel_requested;
 
 -- name: stranded
 -- Up to :limit runnable top-level runs (oldest first, never those of :skip) that the
--- [agent, version] pairs of :serves do not admit: read, not claimed.
-SELECT run_id, agent, agent_version FROM runs
-WHERE parent_run_id IS NULL
-  AND (status = 'queued'
-       OR (status = 'paused' AND reason = 'drain' AND (lease_until IS NULL OR lease_until < :now))
-       OR (status = 'running' AND lease_until < :now)
-       OR (status = 'waiting' AND wake_at <= :now))
-  AND run_id NOT IN (SELECT value FROM json_each(:skip))
-  AND NOT EXISTS (SELECT 1 FROM json_each(:serves) AS s
-                  WHERE s.value ->> 0 = runs.agent
-                    AND (runs.agent_version IS NULL OR runs.agent_version = s.value ->> 1))
+-- [agent, version] pairs of :serves do not admit: read, not claimed. Each kind of runnable
+-- run through its own index, as in claim.
+SELECT run_id, agent, agent_version FROM (
+    SELECT * FROM (
+        SELECT run_id, agent, agent_version, created_at FROM runs
+        WHERE parent_run_id IS NULL AND status = 'queued'
+          AND run_id NOT IN (SELECT value FROM json_each(:skip))
+          AND NOT EXISTS (SELECT 1 FROM json_each(:serves) AS s
+                          WHERE s.value ->> 0 = runs.agent
+                            AND (runs.agent_version IS NULL
+                                 OR runs.agent_version = s.value ->> 1))
+        ORDER BY created_at
+        LIMIT :limit
+    )
+    UNION ALL
+    SELECT * FROM (
+        SELECT run_id, agent, agent_version, created_at FROM runs
+        WHERE parent_run_id IS NULL AND status = 'paused' AND reason = 'drain'
+          AND (lease_until IS NULL OR lease_until < :now)
+          AND run_id NOT IN (SELECT value FROM json_each(:skip))
+          AND NOT EXISTS (SELECT 1 FROM json_each(:serves) AS s
+                          WHERE s.value ->> 0 = runs.agent
+                            AND (runs.agent_version IS NULL
+                                 OR runs.agent_version = s.value ->> 1))
+        ORDER BY created_at
+        LIMIT :limit
+    )
+    UNION ALL
+    SELECT * FROM (
+        SELECT run_id, agent, agent_version, created_at FROM runs
+        WHERE parent_run_id IS NULL AND status = 'running' AND lease_until < :now
+          AND run_id NOT IN (SELECT value FROM json_each(:skip))
+          AND NOT EXISTS (SELECT 1 FROM json_each(:serves) AS s
+                          WHERE s.value ->> 0 = runs.agent
+                            AND (runs.agent_version IS NULL
+                                 OR runs.agent_version = s.value ->> 1))
+        ORDER BY lease_until
+        LIMIT :limit
+    )
+    UNION ALL
+    SELECT * FROM (
+        SELECT run_id, agent, agent_version, created_at FROM runs
+        WHERE parent_run_id IS NULL AND status = 'waiting' AND wake_at <= :now
+          AND run_id NOT IN (SELECT value FROM json_each(:skip))
+          AND NOT EXISTS (SELECT 1 FROM json_each(:serves) AS s
+                          WHERE s.value ->> 0 = runs.agent
+                            AND (runs.agent_version IS NULL
+                                 OR runs.agent_version = s.value ->> 1))
+        ORDER BY wake_at
+        LIMIT :limit
+    )
+)
 ORDER BY created_at
 LIMIT :limit;
 

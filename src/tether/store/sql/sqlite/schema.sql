@@ -23,10 +23,14 @@ CREATE TABLE runs (
 
 CREATE INDEX runs_status_idx ON runs (status, created_at);
 
-CREATE INDEX runs_claim_idx ON runs (created_at)
-    WHERE parent_run_id IS NULL AND status IN ('queued', 'paused', 'running');
+-- Claiming (see migrations/0013_claim_kinds.sql): each kind of runnable run in its order.
+CREATE INDEX runs_drained_idx ON runs (status, reason, created_at)
+    WHERE parent_run_id IS NULL AND status = 'paused';
 
-CREATE INDEX runs_wake_idx ON runs (wake_at)
+CREATE INDEX runs_lease_idx ON runs (status, lease_until)
+    WHERE parent_run_id IS NULL AND status = 'running';
+
+CREATE INDEX runs_wake_idx ON runs (status, wake_at)
     WHERE parent_run_id IS NULL AND status = 'waiting';
 
 CREATE INDEX runs_parent_idx ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;

@@ -1,0 +1,127 @@
+"""Plans of the PostgreSQL statements whose shape is their speed.
+
+The claim reads only the runs it may take: the runs running under live leases
+and the parked runs not yet due are in none of the indexes it walks, however many there are
+(before, every claim stepped over each run in flight first).
+
+Statistics are taken once the runs are in flight, as autovacuum's analyze would take them:
+the claim's due and fresh branches use indexes keyed so that no estimate makes another
+look cheaper, but while statistics still say no run is running, the planner may walk the
+running runs of runs_held_idx for the orphaned branch (both estimate one row)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import Any
+
+from tether.store import RunInfo, Status
+from tether.store.postgres import PostgresStore
+from tether.store.queries import load_queries, load_schema
+
+Q = load_queries("postgres", "queries.sql")
+SQ = load_queries("sqlite", "queries.sql")
+IN_FLIGHT = 300
+PARKED = 100
+FINISHED = 20_000  # what a runs table mostly holds: a scan of it costs more than an index
+FINISHED_RUNS = """
+INSERT INTO runs (run_id, agent, status, created_at, updated_at)
+SELECT 'f' || i, 'a', 'succeeded', i, i FROM generate_series(1, $1) AS i
+"""
+
+
+def _node_types(plan: dict[str, Any]) -> list[str]:
+    return [plan["Node Type"]] + [t for p in plan.get("Plans", []) for t in _node_types(p)]
+
+
+def _filtered_rows_of_runs(plan: dict[str, Any]) -> int:
+    """Rows of `runs` that a scan read and then threw away, over the whole plan."""
+    own = plan.get("Rows Removed by Filter", 0) if plan.get("Relation Name") == "runs" else 0
+    return int(own) + sum(_filtered_rows_of_runs(p) for p in plan.get("Plans", []))
+
+
+async def _explained(store: PostgresStore, query: str, *args: object) -> dict[str, Any]:
+    async with store._db.connection() as conn:  # type: ignore[attr-defined]
+        raw = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {query}", *args)
+    plan: dict[str, Any] = json.loads(raw)[0]["Plan"]
+    return plan
+
+
+async def test_a_claim_steps_over_no_run_in_flight_nor_parked(pg_store: PostgresStore) -> None:
+    total = IN_FLIGHT + PARKED + 1
+    for i in range(total):
+        await pg_store.runs.create(RunInfo(f"r{i:04d}", "a", Status.QUEUED), b"0")
+    claims = await pg_store.leases.claim("w1", IN_FLIGHT + PARKED, 3600.0)
+    assert len(claims) == IN_FLIGHT + PARKED
+    for claim in claims[:PARKED]:  # parked until an hour from now
+        parked = await pg_store.leases.release(
+            claim.run_id, claim.epoch, Status.WAITING, wake_at=time.time() + 3600
+        )
+        assert parked
+    async with pg_store._db.connection() as conn:  # type: ignore[attr-defined]
+        await conn.execute(FINISHED_RUNS, FINISHED)
+        await conn.execute("ANALYZE runs")
+    args = ("w2", 1, 60.0, [], None, None, [])
+    plan = await _explained(pg_store, Q["claim"], *args)
+    assert _filtered_rows_of_runs(plan) == 0, json.dumps(plan, indent=1)
+    last = await pg_store.runs.get(f"r{total - 1:04d}")
+    assert last is not None and last.owner == "w2"  # the one queued run: claimed
+    stranded = await _explained(pg_store, Q["stranded"], ["b"], ["v1"], [], 10)
+    assert _filtered_rows_of_runs(stranded) == 0, json.dumps(stranded, indent=1)
+
+
+async def test_a_run_that_is_no_fork_is_read_whole_in_key_order(pg_store: PostgresStore) -> None:
+    """Rehydration's read of a run that references no rows walks run_log's key in seq
+    order: no sort (merged with a fork's referenced rows, every row was sorted, on disk
+    past work_mem). Forks read through read_all (tests/test_fork_refs.py)."""
+    rows = [(seq, b"r%d" % seq) for seq in range(2000)]
+    await pg_store.runs.create(RunInfo("plain", "a", Status.QUEUED), rows[0][1])
+    await pg_store.log.append("plain", rows[1:])
+    async with pg_store._db.connection() as conn:  # type: ignore[attr-defined]
+        await conn.execute("ANALYZE run_log")  # as autovacuum would (unanalysed: a bitmap + sort)
+    plan = await _explained(pg_store, Q["read_all_own"], "plain")
+    assert "Sort" not in _node_types(plan) and "Gather Merge" not in _node_types(plan), plan
+    assert await pg_store.log.read_all("plain") == [row for _, row in rows]
+
+
+def _claim_steps(conn: sqlite3.Connection) -> int:
+    """SQLite virtual-machine steps of one claim of one run (rolled back)."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    args = {"owner": "w", "now": 1000.0, "ttl": 5.0, "limit": 1, "skip": "[]", "pinned": 0}
+    conn.set_progress_handler(count, 1)
+    try:
+        claimed = conn.execute(SQ["claim"], {**args, "also": "[]", "serves": "[]"}).fetchall()
+    finally:
+        conn.set_progress_handler(None, 1)
+        conn.rollback()
+    assert len(claimed) == 1
+    return steps
+
+
+def test_a_sqlite_claim_costs_the_same_however_many_runs_are_in_flight() -> None:
+    """The same on SQLite, counted in its virtual machine's steps (no statistics: SQLite's
+    planner goes by the indexes' keys). Before, each claim sorted every queued, paused and
+    running run."""
+    conn = sqlite3.connect(":memory:", isolation_level="DEFERRED")
+    conn.executescript(load_schema("sqlite"))
+    insert = "INSERT INTO runs (run_id, agent, status, created_at, updated_at, lease_until,"
+    insert += " wake_at) VALUES (?, 'a', ?, ?, ?, ?, ?)"
+    conn.execute(insert, ("queued", "queued", 5000.0, 5000.0, None, None))
+    conn.commit()
+    alone = _claim_steps(conn)
+    for i in range(IN_FLIGHT):  # running under leases that run out long after now
+        conn.execute(insert, (f"r{i}", "running", float(i), float(i), 9000.0, None))
+    for i in range(PARKED):  # parked until after now
+        conn.execute(insert, (f"p{i}", "waiting", float(i), float(i), None, 9000.0))
+    for i in range(PARKED):  # paused by their users
+        conn.execute(insert, (f"u{i}", "paused", float(i), float(i), None, None))
+    conn.commit()
+    crowded = _claim_steps(conn)
+    assert crowded <= alone + 50, (alone, crowded)
