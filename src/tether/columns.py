@@ -25,11 +25,13 @@ from tether.records import decode_log
 if TYPE_CHECKING:
     from tether.graph import Graph
 
-# A row's mark: a one-record LogChunk whose node_completed holds an empty node_id, one
-# spawned spec with an empty node_id and an explicit false is_result. Parsed after each
-# row, it closes that row's entries in those three columns (recorded ids are never empty,
-# a record writes is_result only when true).
-_NODE = b"\x0a\x00" + b"\x2a\x02\x0a\x00" + b"\x58\x00"
+# A row's mark: a one-record LogChunk whose node_completed holds one spawned spec with an
+# empty node_id and an explicit false is_result. Parsed after each row, it closes that
+# row's entries in those two columns. This counts on what every protobuf writer does
+# (canonical encoding): a singular field is written once, an empty string or false not at
+# all; and on tether's ids never being empty. A row's node_id then gives one entry (none
+# if it has no node id: the stretch does not fit) and no row gives an empty one.
+_NODE = b"\x2a\x02\x0a\x00" + b"\x58\x00"
 _RECORD = b"\x12" + bytes((len(_NODE),)) + _NODE
 MARK = b"\x0a" + bytes((len(_RECORD),)) + _RECORD
 
@@ -100,9 +102,8 @@ def node_columns(rows: Sequence[bytes]) -> NodeColumns | None:
     rec = view.records
     nc = rec.node_completed
     m = len(rows)
-    ids = nc.node_id
     if (
-        len(ids) != 2 * m
+        len(nc.node_id) != m
         or rec.run_started
         or rec.node_failed
         or rec.run_paused
@@ -115,12 +116,10 @@ def node_columns(rows: Sequence[bytes]) -> NodeColumns | None:
         or nc.spawned.wait
     ):
         return None
-    node_ids = list(ids[0::2])
-    if "" in node_ids or any(ids[1::2]):
+    node_ids = list(nc.node_id)
+    if "" in node_ids:
         return None
-    found = _spawns(list(nc.spawned.node_id), m)
-    if found is None:
-        return None
+    found = _spawns(nc.spawned.node_id, m)
     last = _last_at(list(rec.at_us), list(nc.finished_at_us), m)
     if last is None:
         return None
@@ -140,15 +139,15 @@ def node_columns(rows: Sequence[bytes]) -> NodeColumns | None:
     )
 
 
-def _spawns(column: list[str], m: int) -> tuple[list[str], Sequence[int]] | None:
-    """The spawned ids and the row that spawned each, from the column with its marks."""
-    if column.count("") != m:
-        return None  # a spec without an id
+def _spawns(column: Sequence[str], m: int) -> tuple[list[str], Sequence[int]]:
+    """The spawned ids and the row that spawned each, from the column with its m marks."""
     p = len(column) - m
-    head = column[: 2 * p]
-    if not any(head[1::2]) and "" not in head[0::2]:
-        # The first p rows spawned one each and the others none: a chain, an agent's turns.
-        return head[0::2], range(p)
+    if p <= m:
+        head = list(column[0 : 2 * p : 2])
+        if "" not in head:
+            # Ids at 0, 2, .. 2p - 2, so the m marks at 1, 3, .. 2p - 1 and after: the first
+            # p rows spawned one each and the others none (a chain, an agent's turns).
+            return head, range(p)
     spawned: list[str] = []
     spawner: list[int] = []
     row = 0
