@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, assert_never
@@ -113,7 +114,9 @@ class Graph:
         # spec still held as a row: once decoded).
         self._spawners: dict[str, str] = {}
         self._done: dict[str, NodeCompleted | int] = {}
-        self._rows: dict[int, bytes] = {}
+        # The rows read by columns: stretches, by the seq of their first row.
+        self._row_seqs: list[int] = []
+        self._rows: list[Sequence[bytes]] = []
         self._failed: dict[str, NodeFailed] = {}
         self._waiting: dict[str, int] = {}
         # Journaled steps recorded by running nodes, by node id, then position.
@@ -470,19 +473,20 @@ class Graph:
         if (
             self.started is None
             or len(recorded) != m
-            or not done.keys().isdisjoint(recorded)
-            or len(dict.fromkeys(sids)) != p
             or not specs.keys().isdisjoint(sids)
             or (self._waiters and not self._waiters.keys().isdisjoint(recorded))
         ):
             return False
-        # Every node must be spawned before its record: by an earlier row of these, or
-        # before them (and then neither waiting for parents nor a wait).
+        # Every node must be spawned before its record: by an earlier row of these (then it
+        # is new, not in `specs`, so not recorded before), or before them (then it must be
+        # neither recorded, nor waiting for parents, nor a wait).
         q = min(p, m - 1)
         chain = isinstance(spawner, range) and nids[1 : q + 1] == sids[:q]
-        if chain:  # row k records the node row k - 1 spawned
+        if chain:  # row k records the node row k - 1 spawned: the ids are distinct
             before = nids[:1] + nids[q + 1 :]
         else:
+            if len(dict.fromkeys(sids)) != p:
+                return False
             row_of = dict(zip(sids, spawner, strict=True))
             before = []
             for k, nid in enumerate(nids):
@@ -493,10 +497,11 @@ class Graph:
                     return False
         waiting, wait_ids = self._waiting, self._wait_ids
         for nid in before:
-            if nid not in specs or nid in waiting or nid in wait_ids:
+            if nid not in specs or nid in done or nid in waiting or nid in wait_ids:
                 return False
         seq = self.next_seq
-        self._rows.update(zip(range(seq, seq + m), rows, strict=True))
+        self._row_seqs.append(seq)
+        self._rows.append(rows)
         if ready:
             for nid in before:
                 ready.pop(nid, None)
@@ -527,7 +532,9 @@ class Graph:
     def _decode_row(self, seq: int) -> NodeCompleted:
         """Decode the node record at `seq`, applied by columns and held as its row until now:
         its record and the specs it spawned take the place of their seq."""
-        nc = decode_one(self.run_id, seq, self._rows.pop(seq)).node_completed
+        i = bisect_right(self._row_seqs, seq) - 1
+        row = self._rows[i][seq - self._row_seqs[i]]
+        nc = decode_one(self.run_id, seq, row).node_completed
         nid = nc.node_id
         self._done[nid] = nc
         for spec in nc.spawned:  # slim specs (`node_columns`): their one parent is `nid`
