@@ -323,7 +323,9 @@ def test_misfits_read_by_columns_fail_as_apply_fails() -> None:
     started.run_started.ClearField("roots")
     started.run_started.roots.append(a)
     own = r.NodeSpec(node_id="b", kind="k")
+    c, d = r.NodeSpec(node_id="c", kind="k"), r.NodeSpec(node_id="d", kind="k")
     for log in (
+        [started, _completed(a, c, d), _completed(c, d)],  # d spawned twice
         [started, _completed(a, r.NodeSpec(node_id="c", kind="k")), _completed(own, own)],
         [started, _completed(a, w), r.run_paused("drain"), _completed(w)],
     ):
