@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
@@ -19,6 +20,7 @@ from tether.store.postgres_notify import AppendNotifier
 from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
+_SEQ = itemgetter(0)
 
 
 def _unique(run_id: str, entries: Sequence[tuple[int, bytes]]) -> Sequence[tuple[int, bytes]]:
@@ -131,9 +133,13 @@ class PostgresLog(LogStore):
 
     async def read_all(self, run_id: str) -> list[bytes]:
         rows = await self._db.fetch(Q["read_all_own"], run_id)
-        if not rows:  # a fork (its seq 0 is its own, so it has rows) or an unknown run
-            rows = await self._db.fetch(Q["read_all"], run_id)
-        return [row[0] for row in rows]
+        if rows:
+            return [row[0] for row in rows]
+        # A fork (its seq 0 is its own, so it has rows) or an unknown run: its pieces come
+        # unordered, each nearly in seq order, so this sort is mostly merging runs.
+        rows = await self._db.fetch(Q["read_all"], run_id)
+        rows.sort(key=_SEQ)
+        return [row[1] for row in rows]
 
     def listener(self, on_append: AppendListener) -> LogListener:
         return PostgresLogListener(self._db, on_append)
