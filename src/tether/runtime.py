@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import socket
@@ -14,7 +13,7 @@ from typing import Any
 from tether.blobs import BlobStore
 from tether.blobs.sealed import SealedBlobStore
 from tether.budgets import Change, refuse_spent
-from tether.columns import replay_rows
+from tether.columns import applied
 from tether.compat import check_run
 from tether.core import Budget, Usage
 from tether.crypto.keyring import KeyRing
@@ -39,7 +38,7 @@ from tether.errors import (
 from tether.events import EventBus
 from tether.executor import Outcome, RunExecutor
 from tether.fork import fork
-from tether.graph import Graph, GraphError
+from tether.graph import Graph
 from tether.heartbeat import DEFAULT_LEASE_TTL, Heartbeat
 from tether.ids import ROOT_ID, child_run_id, new_run_id
 from tether.inputs import check_run_id
@@ -606,25 +605,6 @@ class Runtime:
     async def outcome(self, run_id: str) -> Outcome:
         """The state of a run as its log tells it, without executing anything."""
         return await self._read_outcome(await self.load(run_id))
-
-
-def applied(graph: Graph, rows: list[bytes]) -> Graph:
-    """`graph` with `rows` (its run's records from seq graph.next_seq on) applied.
-
-    The cyclic collector is off meanwhile: a replay allocates a few objects a record, none
-    of them garbage, and every collection it would trigger walks the growing graph (a
-    50,000-node load spent more per record than a 5,000-node one)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        replay_rows(graph, rows)
-    except GraphError as exc:
-        # A record that does not fit is not applied: next_seq is its seq.
-        raise CorruptRecord(graph.run_id, graph.next_seq, str(exc)) from None
-    finally:
-        if collecting:
-            gc.enable()
-    return graph
 
 
 def parse_config(raw: bytes) -> dict[str, Any]:

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.blobs import BlobStore
+from tether.columns import applied
 from tether.errors import BadRunId, BadTlog, CorruptRecord, ImportConflict, RunExists
-from tether.graph import Graph, GraphError
+from tether.graph import Graph
 from tether.ids import parent_node_of
 from tether.inputs import check_run_id
 from tether.records import blob_refs, copy_of, decode_log, encode
@@ -220,13 +221,8 @@ def _replay(source: str, run: TlogRun) -> Graph:
     run_id = run.info.run_id
     if not run.rows:
         raise BadTlog(source, f"run {run_id} has no records")
-    graph = Graph(run_id)
-    try:
-        records = decode_log(run_id, run.rows)
-        try:  # as a load replays a run (Graph.replay: each record checked before it applies)
-            graph.replay(records)
-        except GraphError as exc:  # the record at next_seq did not fit; those before did
-            raise CorruptRecord(run_id, graph.next_seq, f"does not replay ({exc})") from None
+    try:  # as a load rebuilds a run: every record decoded and checked before it applies
+        graph = applied(Graph(run_id), run.rows)
     except CorruptRecord as exc:
         raise BadTlog(source, str(exc)) from None
     started = graph.started
