@@ -165,6 +165,20 @@ async def test_fork_at_the_end_and_of_unknown_run_are_refused(durable_store: Sto
     assert [i.run_id for i in await durable_store.runs.list()] == [source.run_id]
 
 
+async def test_a_rewritten_fork_of_a_log_that_does_not_replay_names_the_record(
+    durable_store: Store,
+) -> None:
+    runtime = Runtime(durable_store)
+    source = await runtime.start(tool_chain, 1, run_id=uid("misfit"))
+    rows = await durable_store.log.read_all(source.run_id)
+    bad = len(rows)  # the root's record again: a node recorded twice
+    await durable_store.log.append(source.run_id, [(bad, rows[1])])
+    before = await durable_store.runs.list()
+    with pytest.raises(BadFork, match=rf"record at seq {bad} does not replay \(.*root"):
+        await runtime.fork(source.run_id, at_seq=bad, set_outputs={TOOL: 21})
+    assert await durable_store.runs.list() == before
+
+
 async def test_history_has_one_checkpoint_per_record_naming_its_node(
     durable_store: Store,
 ) -> None:

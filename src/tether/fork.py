@@ -140,12 +140,11 @@ async def _rewritten(
     changed |= await _override_inputs(runtime, run_id, seq, prefix, inputs)
 
     scratch = Graph(run_id)
-    for i, record in enumerate(prefix):
-        try:
-            scratch.check(record)
-        except GraphError as exc:  # the source's log itself does not replay
-            raise BadFork(f"run {run_id}: record at seq {i} does not replay ({exc})") from None
-        scratch.apply(record, checked=True)
+    try:  # the rewritten records, decoded already: replayed as a load replays a record
+        scratch.replay(prefix)
+    except GraphError as exc:  # the source's log itself does not replay
+        bad = scratch.next_seq  # the record that did not fit; those before it applied
+        raise BadFork(f"run {run_id}: record at seq {bad} does not replay ({exc})") from None
     return seq, prefix[0], {i: prefix[i] for i in sorted(changed - {0})}
 
 
