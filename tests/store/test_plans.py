@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from tether.store import RunInfo, Status
+from tether.store.forks import NewRun, Origin, Segment
 from tether.store.postgres import PostgresStore
 from tether.store.queries import load_queries, load_schema
 
@@ -83,6 +84,35 @@ async def test_a_run_that_is_no_fork_is_read_whole_in_key_order(pg_store: Postgr
     plan = await _explained(pg_store, Q["read_all_own"], "plain")
     assert "Sort" not in _node_types(plan) and "Gather Merge" not in _node_types(plan), plan
     assert await pg_store.log.read_all("plain") == [row for _, row in rows]
+
+
+async def test_a_fork_is_read_without_a_sort_or_parallel_workers(pg_store: PostgresStore) -> None:
+    """A fork's rows (its own and the ranges it references) are read piece by piece, each a
+    walk of run_log's key, and sorted by seq in Python: with statistics or without, no sort
+    in the database (on disk past work_mem) and no parallel workers (3-7 ms to start, more
+    than a whole 500-record load)."""
+    rows = [(seq, b"s%d" % seq) for seq in range(2000)]
+    await pg_store.runs.create(RunInfo("src", "a", Status.SUCCEEDED), rows[0][1])
+    await pg_store.log.append("src", rows[1:])
+    own = [(0, b"fork"), (1000, b"override"), (2000, b"after")]
+    fork = NewRun(
+        RunInfo("fk", "a", Status.QUEUED),
+        own[0][1],
+        Origin("src", 1999),
+        [Segment(1, 999, "src"), Segment(1001, 1999, "src")],
+        own[1:],
+    )
+    await pg_store.forks.create_runs([fork])
+    expected = sorted({**dict(rows), **dict(own)}.items())
+    for analysed in (False, True):
+        if analysed:
+            async with pg_store._db.connection() as conn:  # type: ignore[attr-defined]
+                await conn.execute("ANALYZE run_log; ANALYZE run_refs")
+        for after in (-1, 1500):
+            types = _node_types(await _explained(pg_store, Q["read"], "fk", after))
+            assert not {"Sort", "Gather", "Gather Merge"} & set(types), (analysed, types)
+            assert await pg_store.log.read("fk", after_seq=after) == expected[after + 1 :]
+        assert await pg_store.log.read_all("fk") == [row for _, row in expected]
 
 
 def _claim_steps(conn: sqlite3.Connection) -> int:

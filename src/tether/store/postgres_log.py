@@ -128,18 +128,22 @@ class PostgresLog(LogStore):
         raise refused(self._db.where, got) from got
 
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
-        rows = await self._db.fetch(Q["read"], run_id, after_seq)
-        return [(row[0], row[1]) for row in rows]
+        return [(row[0], row[1]) for row in await self._read(run_id, after_seq)]
 
     async def read_all(self, run_id: str) -> list[bytes]:
         rows = await self._db.fetch(Q["read_all_own"], run_id)
         if rows:
             return [row[0] for row in rows]
-        # A fork (its seq 0 is its own, so it has rows) or an unknown run: its pieces come
-        # unordered, each nearly in seq order, so this sort is mostly merging runs.
-        rows = await self._db.fetch(Q["read_all"], run_id)
+        # A fork (its seq 0 is its own, so it has rows) or an unknown run.
+        return [row[1] for row in await self._read(run_id, -1)]
+
+    async def _read(self, run_id: str, after_seq: int) -> list[asyncpg.Record]:
+        """The run's (seq, record) rows after `after_seq` in seq order. They come in pieces
+        (its own rows, each range it references), each nearly in seq order, so this sort is
+        mostly merging runs."""
+        rows = await self._db.fetch(Q["read"], run_id, after_seq)
         rows.sort(key=_SEQ)
-        return [row[1] for row in rows]
+        return rows
 
     def listener(self, on_append: AppendListener) -> LogListener:
         return PostgresLogListener(self._db, on_append)

@@ -85,43 +85,32 @@ SELECT pg_notify('tether_log_hello', '');
 SELECT seq, record FROM run_log WHERE run_id = $1 AND seq = ANY($2::bigint[]);
 
 -- name: read
--- A run's records after a seq, in order: its own rows and, for a fork, the rows its ranges
--- reference (store/forks.py). A run that is no fork has no ranges: the second branch is one
--- probe of run_refs' primary key.
-SELECT seq, record FROM (
-    SELECT seq, record FROM run_log WHERE run_id = $1 AND seq > $2
-    UNION ALL
-    SELECT l.seq, l.record FROM run_refs r
-    JOIN run_log l ON l.run_id = r.source_run_id
-     AND l.seq BETWEEN greatest(r.from_seq, $2 + 1) AND r.to_seq
-    WHERE r.run_id = $1 AND r.to_seq > $2
-) AS rows ORDER BY seq;
-
--- name: read_all_own
--- A run's record bytes in order when it is no fork (it references no rows): one walk of
--- run_log's primary key, in seq order. Nothing for a fork (and for an unknown run): the
--- caller then reads with read_all. Merging with the referenced rows makes PostgreSQL
--- sort every row instead (on disk past work_mem: a 50,000-record run's 12 MB took twice
--- as long to read).
-SELECT record FROM run_log
-WHERE run_id = $1 AND NOT EXISTS (SELECT 1 FROM run_refs WHERE run_id = $1)
-ORDER BY seq;
-
--- name: read_all
--- A fork's records with their seqs, in no particular order (the caller sorts them by seq):
--- its own rows, then each range it references, each piece a walk of run_log's primary key
--- (LATERAL: a nested loop whatever the statistics say). Ordering here made PostgreSQL plan
--- a parallel sort of every row (3-7 ms of starting workers for a 500-record fork, and on
--- disk past work_mem); a sort in Python of rows that come nearly in order costs ~1 ms.
+-- A run's records after a seq with their seqs, in no particular order (the caller sorts
+-- them by seq): its own rows, then each range it references (store/forks.py; a run that is
+-- no fork has none: one probe of run_refs' key), each piece a walk of run_log's primary
+-- key (LATERAL: a nested loop whatever the statistics say). A sorted union made PostgreSQL
+-- plan a parallel sort of every row (3-7 ms of starting workers for a 500-record fork, and
+-- on disk past work_mem); a sort in Python of rows that come nearly in order costs ~1 ms.
 SELECT l.seq, l.record FROM (
-    SELECT $1::text AS source_run_id, 0::bigint AS from_seq, 9223372036854775807::bigint AS to_seq
+    SELECT $1::text AS source_run_id, $2::bigint + 1 AS from_seq, 9223372036854775807 AS to_seq
     UNION ALL
-    SELECT source_run_id, from_seq, to_seq FROM run_refs WHERE run_id = $1
+    SELECT source_run_id, greatest(from_seq, $2 + 1), to_seq FROM run_refs
+    WHERE run_id = $1 AND to_seq > $2
 ) AS p
 CROSS JOIN LATERAL (
     SELECT seq, record FROM run_log
     WHERE run_id = p.source_run_id AND seq BETWEEN p.from_seq AND p.to_seq
 ) AS l;
+
+-- name: read_all_own
+-- A run's record bytes in order when it is no fork (it references no rows): one walk of
+-- run_log's primary key, in seq order. Nothing for a fork (and for an unknown run): the
+-- caller then reads with read. Merging with the referenced rows makes PostgreSQL
+-- sort every row instead (on disk past work_mem: a 50,000-record run's 12 MB took twice
+-- as long to read).
+SELECT record FROM run_log
+WHERE run_id = $1 AND NOT EXISTS (SELECT 1 FROM run_refs WHERE run_id = $1)
+ORDER BY seq;
 
 -- name: create_run
 -- Insert a run row and its record at seq 0 in one statement; returns 0 if the id is taken.
