@@ -214,8 +214,8 @@ async def _measure(settings: Settings) -> list[Line]:
                     "ms",
                     "decode_log alone",
                     p50(decode) * ms,
-                    note="what Runtime.load runs after the fetch (Graph.replay, gc off); "
-                    "ratio - 1 is the apply share",
+                    note="what Runtime.load runs after the fetch (columns.applied: node "
+                    "records read as columns, gc off); ratio - 1 is the apply share",
                 )
             )
             if nodes == TARGET_NODES:
