@@ -155,6 +155,13 @@ async def unencodable(ctx: Context, node: Node) -> object:
     return {"not json": object()}
 
 
+@flaky.node("circular")
+async def circular(ctx: Context, node: Node) -> object:
+    out: dict[str, object] = {"text": "a value that holds itself"}
+    out["self"] = out
+    return out
+
+
 @flaky.node("huge")
 async def huge(ctx: Context, node: Node) -> str:
     return "x" * 100_000
@@ -225,6 +232,14 @@ async def test_an_unencodable_output_fails_without_retrying(store: Store) -> Non
     assert outcome.status is Status.FAILED
     assert "OutputNotSerializable" in outcome.reason
     assert list(ATTEMPTS.values())[-1] == 1
+
+
+async def test_a_circular_output_fails_the_node_and_says_why(store: Store) -> None:
+    """The shared JSON encoder does not track containers: a cycle is still refused by name."""
+    outcome = await Runtime(store).start(flaky, {"kinds": ["circular"]})
+    assert outcome.status is Status.FAILED
+    assert "OutputNotSerializable" in outcome.reason
+    assert "circular reference" in outcome.reason.lower()
 
 
 async def test_a_record_over_the_cap_is_refused_with_advice(store: Store) -> None:

@@ -86,6 +86,37 @@ def test_records_that_do_not_fit_are_refused_before_anything_changes(
     assert (list(g.nodes), list(g.ready), g.order, g.next_seq) == before
 
 
+@pytest.mark.parametrize(
+    ("records", "successor"),
+    [
+        (lambda a: [_done(a), _done(a)], None),
+        (lambda a: [_done(_spec("x", "a"))], None),
+        (lambda a: [_done(a, _spec("a"))], "a"),
+        (lambda a: [_done(a, _spec("b")), _done(_spec("b"), _spec("a"))], "a"),
+    ],
+)
+def test_the_executors_check_of_a_plain_record_refuses_what_check_refuses(
+    records: object, successor: str | None
+) -> None:
+    """`check_plain` (the executor's check of its common record, from what it spawned)
+    gives the same GraphError as `check` of the whole record."""
+    a = _spec("a")
+    g = Graph("run")
+    g.apply(_started(a))
+    *fine, bad = records(a)  # type: ignore[operator]
+    for record in fine:
+        g.apply(record)
+    with pytest.raises(GraphError) as full:
+        g.check(bad)
+    with pytest.raises(GraphError) as plain:
+        g.check_plain(bad.node_completed, successor)
+    assert str(plain.value) == str(full.value)
+    ok = _done(_spec(next(iter(g.ready))), _spec("fresh")) if g.ready else None
+    if ok is not None:  # and what check accepts, it accepts
+        g.check(ok)
+        g.check_plain(ok.node_completed, "fresh")
+
+
 def _used(spec: r.NodeSpec, *spawned: r.NodeSpec, cost: float) -> r.Record:
     record = _done(spec, *spawned, tokens=1)
     record.node_completed.used.cost = cost

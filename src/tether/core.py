@@ -21,6 +21,29 @@ class Node:
     attempt: int = 1
 
 
+# The executor's constructor of a Node (one a node attempt): the frozen dataclass's
+# `__init__` sets each field through `object.__setattr__`; the slots' own setters cost
+# about half as much. The same object, fields in the same slots.
+_new_node = object.__new__
+_SETTERS = tuple(
+    getattr(Node, name).__set__ for name in ("node_id", "kind", "parent_ids", "input", "attempt")
+)
+
+
+def make_node(
+    node_id: str, kind: str, parent_ids: tuple[str, ...], input: Any, attempt: int
+) -> Node:
+    """`Node(node_id, kind, parent_ids, input, attempt)`, faster."""
+    node: Node = _new_node(Node)
+    set_id, set_kind, set_parents, set_input, set_attempt = _SETTERS
+    set_id(node, node_id)
+    set_kind(node, kind)
+    set_parents(node, parent_ids)
+    set_input(node, input)
+    set_attempt(node, attempt)
+    return node
+
+
 @dataclass(frozen=True, slots=True)
 class Spawn:
     """A successor to create when this node is recorded.

@@ -298,6 +298,16 @@ class Graph:
             case _:
                 assert_never(body)
 
+    def check_plain(self, nc: NodeCompleted, successor: str | None) -> None:
+        """`check` of a node's record that spawns nothing, or only `successor`, plain (not a
+        wait, its one parent the node: slim): the executor's common record, checked from
+        what it built instead of read back from the record. GraphError as `check` says."""
+        if self.started is None:
+            raise GraphError("is a node_completed before run_started")
+        self._check_completed(nc.node_id, [], nc)
+        if successor is not None and successor in self._specs:
+            raise GraphError(f"spawns node {successor}, which already exists")
+
     def _check_completed(
         self, nid: str, spawned: list[_Spawned], nc: NodeCompleted | None = None
     ) -> None:

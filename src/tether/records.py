@@ -331,22 +331,29 @@ def budget_of(limits: pb.BudgetLimits) -> Budget:
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-# What `_JSON.encode` runs, called directly: it builds the same C encoder per call (a fresh
-# dict of the containers being encoded, to catch cycles) after two Python calls and a
-# closure that the C encoder does not use. None where json has no C accelerator.
-_C_ENCODER: Any = c_make_encoder
-_DEFAULT = _JSON.default
+# What `_JSON.encode` runs, made once: the C encoder without its check for cycles (the
+# check builds a dict of the containers being encoded on every call; a cycle then ends as
+# a RecursionError instead, reported the same way). None where json has no C accelerator.
+_C_ENCODE: Any = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, _JSON.default, encode_basestring, None, ":", ",", False, False, False)
+)
 
 
 def dump_json(obj: Any) -> bytes:
     """Compact JSON bytes of a value, or OutputNotSerializable naming why not."""
     try:
-        if _C_ENCODER is None or type(obj) is str:
+        if _C_ENCODE is None or type(obj) is str:
             return _JSON.encode(obj).encode()
-        encode = _C_ENCODER({}, _DEFAULT, encode_basestring, None, ":", ",", False, False, False)
-        return "".join(encode(obj, 0)).encode()
+        return "".join(_C_ENCODE(obj, 0)).encode()
     except (TypeError, ValueError) as exc:
         raise OutputNotSerializable(f"value is not JSON-serializable: {exc}") from exc
+    except RecursionError:
+        raise OutputNotSerializable(
+            "value is not JSON-serializable: it contains itself (a circular reference) "
+            "or is nested too deeply"
+        ) from None
 
 
 _JSON_DECODER = json.JSONDecoder()
