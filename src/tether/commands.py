@@ -23,7 +23,7 @@ from rich.console import Console
 from tether import control, logs, tracing
 from tether.budgets import parse_budget, refuse_spent
 from tether.deploys import with_waiting
-from tether.errors import RunBusy, UnknownRun
+from tether.errors import RunBusy
 from tether.executor import Outcome
 from tether.graph import Graph
 from tether.inspect import run_view, waits_view
@@ -199,26 +199,24 @@ async def _ask(wait: dict[str, Any]) -> dict[str, Any]:
 
 
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
-    # The runs row names the agent; the log is read once (a `+N` budget adds to the
-    # current limits, and a paused run's budget is checked, which only the log holds:
-    # then it is read here, and the resume reads only what was appended since).
-    info = await store.runs.get(args.run_id)
-    if info is None:
-        raise UnknownRun(args.run_id)
-    budget, graph = None, None
-    if args.budget or info.status is Status.PAUSED:
-        graph = await new_runtime(store, args.settings).load(args.run_id)
-        budget = parse_budget(args.budget, graph) if args.budget else None
+    # The log is read once, here, before the run is taken (UnknownRun if it has none): it
+    # names the agent, holds the limits a `+N` budget adds to, and says whether the budget
+    # is spent; the resume takes the run up as read (reading only what was appended since,
+    # if anything was). The runs row is read only to name the owner a takeover fences.
+    graph = await new_runtime(store, args.settings).load(args.run_id)
+    budget = parse_budget(args.budget, graph) if args.budget else None
+    if graph.finished is None:
         # Said before anything starts (the runtime refuses it again, under the lease).
         refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
     if args.speed is not None:
         os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
     models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
-    if info.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
+    if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
         from tether.demo.agent import demo_models
 
         models = demo_models(args.model)
-    if args.force and info.owner and not info.status.finished:
+    info = await store.runs.get(args.run_id) if args.force else None
+    if info is not None and info.owner and not info.status.finished:
         console.print(
             f"taking run {args.run_id} over from {info.owner} at epoch {info.epoch + 1}: "
             "its owner's next append is refused (fenced) and it stops"
