@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import Counter
 from typing import Any
 
@@ -24,6 +25,7 @@ from tether import (
     Store,
     UnknownRun,
 )
+from tether.core import make_node
 from tether.errors import CannotContinue
 from tether.records import decode_log
 from tether.store.base import LogStore
@@ -232,6 +234,22 @@ async def test_an_unencodable_output_fails_without_retrying(store: Store) -> Non
     assert outcome.status is Status.FAILED
     assert "OutputNotSerializable" in outcome.reason
     assert list(ATTEMPTS.values())[-1] == 1
+
+
+def test_the_executors_node_constructor_builds_what_node_builds() -> None:
+    """`make_node` sets the slots directly: it must set every field `Node` has, in order."""
+    values = ("run.a.0", "kind", ("run.a",), {"in": [1]}, 3)
+    assert [f.name for f in dataclasses.fields(Node)] == [
+        "node_id",
+        "kind",
+        "parent_ids",
+        "input",
+        "attempt",
+    ]
+    made = make_node(*values)
+    assert made == Node(*values)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.attempt = 4  # type: ignore[misc]
 
 
 async def test_a_circular_output_fails_the_node_and_says_why(store: Store) -> None:

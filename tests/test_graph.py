@@ -95,11 +95,12 @@ def test_records_that_do_not_fit_are_refused_before_anything_changes(
         (lambda a: [_done(a, _spec("b")), _done(_spec("b"), _spec("a"))], "a"),
     ],
 )
-def test_the_executors_check_of_a_plain_record_refuses_what_check_refuses(
+def test_invariant_4_the_executors_check_of_a_plain_record_refuses_what_check_refuses(
     records: object, successor: str | None
 ) -> None:
     """`check_plain` (the executor's check of its common record, from what it spawned)
-    gives the same GraphError as `check` of the whole record."""
+    gives the same GraphError as `check` of the whole record: a node recorded twice, or a
+    successor whose id the run already has (a node id is unique within a run)."""
     a = _spec("a")
     g = Graph("run")
     g.apply(_started(a))

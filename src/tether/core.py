@@ -21,9 +21,10 @@ class Node:
     attempt: int = 1
 
 
-# The executor's constructor of a Node (one a node attempt): the frozen dataclass's
+# The executor's constructor of a Node (one per attempt of a node): the frozen dataclass's
 # `__init__` sets each field through `object.__setattr__`; the slots' own setters cost
-# about half as much. The same object, fields in the same slots.
+# about half as much. The same object, fields in the same slots; a field added to Node
+# must be added here too (tests/test_executor.py compares the two constructors).
 _new_node = object.__new__
 _SETTERS = tuple(
     getattr(Node, name).__set__ for name in ("node_id", "kind", "parent_ids", "input", "attempt")
