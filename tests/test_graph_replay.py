@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tether import columns
 from tether import records as r
 from tether.columns import replay_rows
 from tether.graph import Graph, GraphError
@@ -297,6 +298,20 @@ def test_rows_read_by_columns_give_the_graph_apply_gives_record_by_record(
     assert _rows_run(log, pieces) == _run(log, batched=False)
 
 
+@settings(deadline=None)
+@given(logs(), st.integers(0, 3), st.integers(1, 4))
+def test_rows_read_by_columns_in_small_pieces_give_the_same_graph(
+    log: list[r.Record], pieces: int, size: int
+) -> None:
+    # A load reads a long stretch of node records in pieces (columns.PIECE rows at most):
+    # pieces of a few rows put their edges everywhere a generated log can.
+    saved, columns.PIECE = columns.PIECE, size
+    try:
+        assert _rows_run(log, pieces) == _run(log, batched=False)
+    finally:
+        columns.PIECE = saved
+
+
 def test_a_chain_is_read_by_columns_and_its_records_decoded_when_asked_for() -> None:
     specs = [r.NodeSpec(node_id=f"n{i}", kind="k") for i in range(4)]
     started = r.run_started("agent", r.json_value(None), entry="k", root_id="x")
@@ -328,6 +343,8 @@ def test_misfits_read_by_columns_fail_as_apply_fails() -> None:
         [started, _completed(a, c, d), _completed(c, d)],  # d spawned twice
         [started, _completed(a, r.NodeSpec(node_id="c", kind="k")), _completed(own, own)],
         [started, _completed(a, w), r.run_paused("drain"), _completed(w)],
+        [started, _completed(a, c), _completed(c, c)],  # a chain's last spawn exists
+        [started, _completed(a, c), _completed(c, d), _completed(c)],  # c recorded twice
     ):
         got = _rows_run(log)
         assert got == _run(log, batched=False) and got[1] is not None

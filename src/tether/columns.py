@@ -72,11 +72,42 @@ def applied(graph: Graph, rows: Sequence[bytes]) -> Graph:
     return graph
 
 
+# Rows parsed at once: a stretch of node records is read in pieces of at most this many, so
+# the joined bytes of a piece (~250 KiB at 1,024 rows of a model turn's size) stay in the
+# cache while they parse and a big load reuses the memory of the piece before (one join of
+# 50,000 rows measured ~40% slower than the same rows in pieces of 1,024).
+PIECE = 1024
+
+
 def replay_rows(graph: Graph, rows: Sequence[bytes]) -> None:
     """Apply `rows` (the run's records from seq graph.next_seq on) to `graph`: the graph
     `graph.replay` gives of their records, and the same GraphError or CorruptRecord at the
     same record. Stretches of node records go by columns when they have the common shape;
-    every other record, and a stretch that does not fit, is decoded and replayed."""
+    every other record, and a stretch that does not fit, is decoded and replayed.
+
+    A log is nearly all node records (a RunStarted first, a RunResumed now and then, a last
+    record that ends the run), so pieces of rows are read by columns as they come, each row
+    ahead looked at only when a piece does not parse as node records: then that piece's
+    other rows are found (`_other_rows`) and the node records between them go by columns."""
+    i, n = 0, len(rows)
+    while i < n:
+        if not _NODE_HEAD.match(_HEAD(rows[i])):  # another body (or a guess wrong: checked)
+            graph.replay(decode_log(graph.run_id, rows[i : i + 1], graph.next_seq))
+            i += 1
+            continue
+        end = min(n, i + PIECE)
+        if not _NODE_HEAD.match(_HEAD(rows[end - 1])):
+            end -= 1  # the run's last record, as a rule: alone, next
+        piece = rows[i:end]
+        columns = node_columns(piece)
+        if columns is None or not graph.apply_columns(columns, piece):
+            _replay_found(graph, piece)
+        i = end
+
+
+def _replay_found(graph: Graph, rows: Sequence[bytes]) -> None:
+    """`replay_rows` of rows whose other records are found first: the node records between
+    them by columns, where they fit, the others one by one."""
     start = 0
     for end in [*_other_rows(rows), len(rows)]:
         if end > start:
@@ -109,6 +140,8 @@ def _other_rows(rows: Sequence[bytes]) -> list[int]:
 
 _HEAD = itemgetter(slice(1, 4))
 _NODE_HEADS = re.compile(rb"(?:[\x00-\x7f]\x12.|[\x80-\xff][\x00-\x7f]\x12)*+", re.DOTALL)
+# One row's head, whole (a row shorter than 4 bytes has a shorter head: no match).
+_NODE_HEAD = re.compile(rb"[\x00-\x7f]\x12.\Z|[\x80-\xff][\x00-\x7f]\x12\Z", re.DOTALL)
 
 
 def node_columns(rows: Sequence[bytes]) -> NodeColumns | None:

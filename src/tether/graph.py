@@ -479,23 +479,22 @@ class Graph:
         specs, done, ready = self._specs, self._done, self.ready
         nids, sids, spawner = columns.node_ids, columns.spawned, columns.spawner
         m, p = len(nids), len(sids)
-        recorded = dict.fromkeys(nids)
-        if (
-            self.started is None
-            or len(recorded) != m
-            or not specs.keys().isdisjoint(sids)
-            or (self._waiters and not self._waiters.keys().isdisjoint(recorded))
-        ):
+        if self.started is None or (self._waiters and not self._waiters.keys().isdisjoint(nids)):
             return False
         # Every node must be spawned before its record: by an earlier row of these (then it
         # is new, not in `specs`, so not recorded before), or before them (then it must be
         # neither recorded, nor waiting for parents, nor a wait).
         q = min(p, m - 1)
         chain = isinstance(spawner, range) and nids[1 : q + 1] == sids[:q]
-        if chain:  # row k records the node row k - 1 spawned: the ids are distinct
+        if chain:  # row k records the node row k - 1 spawned
+            # Those spawned ids are keyed by the recorded ids, equal strings: each id is
+            # hashed once (a load's strings are new, their hashes not yet cached).
+            spawned = nids[1 : q + 1]
+            if not specs.keys().isdisjoint(spawned) or not specs.keys().isdisjoint(sids[q:]):
+                return False
             before = nids[:1] + nids[q + 1 :]
         else:
-            if len(dict.fromkeys(sids)) != p:
+            if not specs.keys().isdisjoint(sids) or len(dict.fromkeys(sids)) != p:
                 return False
             row_of = dict(zip(sids, spawner, strict=True))
             before = []
@@ -509,14 +508,24 @@ class Graph:
         for nid in before:
             if nid not in specs or nid in done or nid in waiting or nid in wait_ids:
                 return False
-        seq = self.next_seq
+        # None of these ids is recorded yet (those spawned before were looked at above, the
+        # others are new): a node recorded twice here, or a chain's last spawned id recorded
+        # here, shows in the count, and taking these out again changes nothing else.
+        seq, size = self.next_seq, len(done)
+        done.update(zip(nids, range(seq, seq + m), strict=True))
+        if len(done) != size + m or (chain and not done.keys().isdisjoint(sids[q:])):
+            for nid in nids:
+                done.pop(nid, None)
+            return False
         self._row_seqs.append(seq)
         self._rows.append(rows)
         if ready:
             for nid in before:
                 ready.pop(nid, None)
-        done.update(zip(nids, range(seq, seq + m), strict=True))
-        if isinstance(spawner, range):
+        if chain:
+            specs.update(zip(spawned, range(seq, seq + q), strict=True))
+            specs.update(zip(sids[q:], range(seq + q, seq + p), strict=True))
+        elif isinstance(spawner, range):
             specs.update(zip(sids, range(seq, seq + p), strict=True))
         else:
             specs.update(zip(sids, [seq + j for j in spawner], strict=True))
