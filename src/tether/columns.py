@@ -177,8 +177,11 @@ def node_columns(rows: Sequence[bytes]) -> NodeColumns | None:
     last = _last_at(list(rec.at_us), list(nc.finished_at_us), m)
     if last is None:
         return None
-    flags = list(nc.is_result)
-    result_row = flags[: flags.index(True)].count(False) if True in flags else -1
+    # One false a row (its mark), and a true for each result: none, most often.
+    result_row = -1
+    if len(nc.is_result) != m:
+        flags = list(nc.is_result)
+        result_row = flags[: flags.index(True)].count(False) if True in flags else -1
     used = nc.used
     return NodeColumns(
         node_ids,

@@ -512,7 +512,9 @@ class Graph:
         # others are new): a node recorded twice here, or a chain's last spawned id recorded
         # here, shows in the count, and taking these out again changes nothing else.
         seq, size = self.next_seq, len(done)
-        done.update(zip(nids, range(seq, seq + m), strict=True))
+        # In a chain a spawned id's seq is its spawner's: the same int objects, made once.
+        seqs: Sequence[int] = list(range(seq, seq + m)) if chain else range(seq, seq + m)
+        done.update(zip(nids, seqs, strict=True))
         if len(done) != size + m or (chain and not done.keys().isdisjoint(sids[q:])):
             for nid in nids:
                 done.pop(nid, None)
@@ -523,7 +525,7 @@ class Graph:
             for nid in before:
                 ready.pop(nid, None)
         if chain:
-            specs.update(zip(spawned, range(seq, seq + q), strict=True))
+            specs.update(zip(spawned, seqs[:q], strict=True))
             specs.update(zip(sids[q:], range(seq + q, seq + p), strict=True))
         elif isinstance(spawner, range):
             specs.update(zip(sids, range(seq, seq + p), strict=True))
