@@ -312,6 +312,24 @@ def test_rows_read_by_columns_in_small_pieces_give_the_same_graph(
         columns.PIECE = saved
 
 
+@settings(deadline=None)
+@given(logs())
+def test_pending_specs_are_the_spawned_nodes_neither_recorded_nor_waits_in_spawn_order(
+    log: list[r.Record],
+) -> None:
+    # pending_specs looks from the newest spawn back and stops once it has them all: after
+    # every record it must give what a walk of every spawned node gives.
+    g = Graph("run")
+    for record in log:
+        try:
+            g.apply(record)
+        except GraphError:
+            break
+        walk = [nid for nid in g.nodes if g.completed(nid) is None and nid not in g._wait_ids]
+        assert [nid for nid, _ in g.pending_specs()] == walk
+        assert all(spec is g.spec(nid) for nid, spec in g.pending_specs())
+
+
 def test_a_chain_is_read_by_columns_and_its_records_decoded_when_asked_for() -> None:
     specs = [r.NodeSpec(node_id=f"n{i}", kind="k") for i in range(4)]
     started = r.run_started("agent", r.json_value(None), entry="k", root_id="x")

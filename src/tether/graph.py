@@ -199,10 +199,20 @@ class Graph:
     def pending_specs(self) -> list[tuple[str, NodeSpec]]:
         """(node id, spec) of the spawned nodes not completed yet that a handler must
         execute (waits are completed by events, not handlers), in spawn order."""
+        # Looked for from the newest spawn back, until all are found: the pending nodes of
+        # a long run are nearly always its last spawned, so a resume does not walk the
+        # thousands of nodes recorded before them.
         done, waits = self._done, self._wait_ids
-        return [
-            (nid, self.spec(nid)) for nid in self._specs if nid not in done and nid not in waits
-        ]
+        left = len(self._specs) - len(done) - sum(1 for w in waits if w not in done)
+        found: list[str] = []
+        if left:
+            for nid in reversed(self._specs):
+                if nid not in done and nid not in waits:
+                    found.append(nid)
+                    if len(found) == left:
+                        break
+            found.reverse()
+        return [(nid, self.spec(nid)) for nid in found]
 
     def pending_kinds(self) -> list[str]:
         """The kinds of `pending_specs`, each once, in spawn order."""
