@@ -97,10 +97,13 @@ class SqliteLog(LogStore):
         return [(int(seq), bytes(record)) for seq, record in rows]
 
     async def read_all(self, run_id: str) -> list[bytes]:
-        rows = await self._db.call(
-            lambda: self._db.conn.execute(Q["read_all"], (run_id,)).fetchall()
-        )
-        return [bytes(r[0]) for r in rows]
+        def work() -> list[Any]:
+            conn = self._db.conn
+            rows = conn.execute(Q["read_all_own"], (run_id,)).fetchall()
+            # A fork (its seq 0 is its own, so it has rows) or an unknown run: merged.
+            return rows or conn.execute(Q["read_all"], (run_id,)).fetchall()
+
+        return [bytes(r[0]) for r in await self._db.call(work)]
 
 
 def _info(row: Any) -> RunInfo:
