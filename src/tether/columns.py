@@ -74,8 +74,8 @@ def applied(graph: Graph, rows: Sequence[bytes]) -> Graph:
 
 # Rows parsed at once: a stretch of node records is read in pieces of at most this many, so
 # the joined bytes of a piece (~250 KiB at 1,024 rows of a model turn's size) stay in the
-# cache while they parse and a big load reuses the memory of the piece before (one join of
-# 50,000 rows measured ~40% slower than the same rows in pieces of 1,024).
+# cache while they parse and a big load reuses the memory of the piece before (50,000 rows
+# read by columns at once took 31.9 ms, in pieces of 1,024 23.2 ms; 5,000 rows 2.5 / 2.4).
 PIECE = 1024
 
 
