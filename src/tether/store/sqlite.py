@@ -16,7 +16,7 @@ from tether.store.base import EVERY_RUN, LogStore, RunFilter, RunInfo, RunTable,
 from tether.store.queries import load_migrations, load_queries
 from tether.store.sqlite_append import append_rows
 from tether.store.sqlite_flow import SqliteLimits, SqliteRates, SqliteSchedules
-from tether.store.sqlite_forks import SqliteForks
+from tether.store.sqlite_forks import SqliteForks, fork_records
 from tether.store.sqlite_leases import SqliteLeases
 from tether.store.sqlite_retention import SqliteRetention
 from tether.store.sqlite_workers import SqliteWorkers
@@ -97,13 +97,15 @@ class SqliteLog(LogStore):
         return [(int(seq), bytes(record)) for seq, record in rows]
 
     async def read_all(self, run_id: str) -> list[bytes]:
-        def work() -> list[Any]:
+        def work() -> list[bytes]:
             conn = self._db.conn
             rows = conn.execute(Q["read_all_own"], (run_id,)).fetchall()
-            # A fork (its seq 0 is its own, so it has rows) or an unknown run: merged.
-            return rows or conn.execute(Q["read_all"], (run_id,)).fetchall()
+            if rows:
+                return [r[0] for r in rows]
+            # A fork (its seq 0 is its own, so it has rows), or an unknown run (nothing).
+            return fork_records(conn, run_id)
 
-        return [bytes(r[0]) for r in await self._db.call(work)]
+        return await self._db.call(work)
 
 
 def _info(row: Any) -> RunInfo:

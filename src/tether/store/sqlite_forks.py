@@ -25,6 +25,29 @@ Q = load_queries("sqlite")
 F = load_queries("sqlite", "forks.sql")
 
 
+def fork_records(conn: sqlite3.Connection, run_id: str) -> list[bytes]:
+    """A fork's record bytes in seq order: its own rows and the rows its references name,
+    each read in seq order and put in place by the references' ranges (none for a run that
+    references nothing). One read transaction: a delete that copies referenced rows into
+    the fork, and moves its references, is seen whole or not at all."""
+    conn.execute("BEGIN")
+    try:
+        own = conn.execute(F["own_rows"], (run_id,)).fetchall()
+        out: list[bytes] = []
+        i = 0
+        for from_seq, to_seq, source in conn.execute(F["segments"], (run_id,)).fetchall():
+            while i < len(own) and own[i][0] < from_seq:
+                out.append(own[i][1])
+                i += 1
+            if i < len(own) and own[i][0] <= to_seq:  # never written so: read it merged
+                return [r[0] for r in conn.execute(Q["read_all"], (run_id,)).fetchall()]
+            out += [r[0] for r in conn.execute(F["range_records"], (source, from_seq, to_seq))]
+        out += [record for _, record in own[i:]]
+        return out
+    finally:
+        conn.execute("COMMIT")
+
+
 class SqliteForks(ForkTable):
     def __init__(self, db: _Db, runs: SqliteRuns) -> None:
         self._db = db

@@ -15,6 +15,15 @@ SELECT from_seq, to_seq, source_run_id FROM run_refs WHERE run_id = ? ORDER BY f
 SELECT run_id, source_run_id, source_seq FROM run_forks
 WHERE run_id IN (SELECT value FROM json_each(?));
 
+-- name: own_rows
+-- A run's own rows, in seq order (for a fork: its seq 0 and what it appended since).
+SELECT seq, record FROM run_log WHERE run_id = ? ORDER BY seq;
+
+-- name: range_records
+-- The records at seqs ?2..?3 of run ?1 in seq order (a reference's rows): a walk of the
+-- primary key, where a merge with the fork's own rows made SQLite sort them all.
+SELECT record FROM run_log WHERE run_id = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq;
+
 -- name: forks_of
 -- The runs that reference rows of a run.
 SELECT DISTINCT run_id FROM run_refs WHERE source_run_id = ? ORDER BY run_id;
