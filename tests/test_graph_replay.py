@@ -300,7 +300,7 @@ def test_rows_read_by_columns_give_the_graph_apply_gives_record_by_record(
 
 @settings(deadline=None)
 @given(logs(), st.integers(0, 3), st.integers(1, 4))
-def test_rows_read_by_columns_in_small_pieces_give_the_same_graph(
+def test_invariant_5_rows_read_by_columns_in_small_pieces_give_the_same_graph(
     log: list[r.Record], pieces: int, size: int
 ) -> None:
     # A load reads a long stretch of node records in pieces (columns.PIECE rows at most):

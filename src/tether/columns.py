@@ -139,9 +139,11 @@ def _other_rows(rows: Sequence[bytes]) -> list[int]:
 
 
 _HEAD = itemgetter(slice(1, 4))
-_NODE_HEADS = re.compile(rb"(?:[\x00-\x7f]\x12.|[\x80-\xff][\x00-\x7f]\x12)*+", re.DOTALL)
+# A node record's head: its frame's length in one byte then the body's tag, or in two.
+_HEAD_OF_NODE = rb"(?:[\x00-\x7f]\x12.|[\x80-\xff][\x00-\x7f]\x12)"
+_NODE_HEADS = re.compile(_HEAD_OF_NODE + rb"*+", re.DOTALL)
 # One row's head, whole (a row shorter than 4 bytes has a shorter head: no match).
-_NODE_HEAD = re.compile(rb"[\x00-\x7f]\x12.\Z|[\x80-\xff][\x00-\x7f]\x12\Z", re.DOTALL)
+_NODE_HEAD = re.compile(_HEAD_OF_NODE + rb"\Z", re.DOTALL)
 
 
 def node_columns(rows: Sequence[bytes]) -> NodeColumns | None:

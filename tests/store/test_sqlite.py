@@ -36,7 +36,9 @@ async def test_schema_sql_equals_all_migrations(tmp_path: Path) -> None:
     assert _schema_of(from_schema) == _schema_of(migrated)
 
 
-def test_a_fork_is_read_by_its_ranges_as_the_merged_query_reads_it(tmp_path: Path) -> None:
+def test_invariant_9_a_fork_is_read_by_its_ranges_as_the_merged_query_reads_it(
+    tmp_path: Path,
+) -> None:
     # A fork's rows: its own (seq 0, what it appended) and the ranges it references, each
     # read in seq order and put in place; own rows inside a referenced range (a log no
     # writer leaves) are read by the merged query, as before.
