@@ -133,7 +133,8 @@ class PostgresLog(LogStore):
     async def read_all(self, run_id: str) -> list[bytes]:
         rows = await self._db.fetch(Q["read_all_own"], run_id)
         if rows:
-            return [row[0] for row in rows]
+            rows.sort(key=_SEQ)  # they come nearly in order: a pass that finds them so
+            return [row[1] for row in rows]
         # A fork (its seq 0 is its own, so it has rows) or an unknown run.
         return [row[1] for row in await self._read(run_id, -1)]
 

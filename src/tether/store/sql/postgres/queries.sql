@@ -103,14 +103,16 @@ CROSS JOIN LATERAL (
 ) AS l;
 
 -- name: read_all_own
--- A run's record bytes in order when it is no fork (it references no rows): one walk of
--- run_log's primary key, in seq order. Nothing for a fork (and for an unknown run): the
--- caller then reads with read. Merging with the referenced rows makes PostgreSQL
--- sort every row instead (on disk past work_mem: a 50,000-record run's 12 MB took twice
--- as long to read).
-SELECT record FROM run_log
-WHERE run_id = $1 AND NOT EXISTS (SELECT 1 FROM run_refs WHERE run_id = $1)
-ORDER BY seq;
+-- A run's records with their seqs when it is no fork (it references no rows), in no
+-- particular order (the caller sorts them by seq): one scan of run_log by its key's run_id.
+-- Nothing for a fork (and for an unknown run): the caller then reads with read. Sorted
+-- here, the rows were copied into a sort whatever the plan (a bitmap or a sequential scan
+-- whenever a run's rows are a fair share of their pages, statistics or not): 5,000
+-- records of 230 bytes read in 4.3 ms, and 2.7 ms sorted in Python, where they come
+-- nearly in order. Merging with referenced rows sorted every row too (on disk past
+-- work_mem for 50,000 records).
+SELECT seq, record FROM run_log
+WHERE run_id = $1 AND NOT EXISTS (SELECT 1 FROM run_refs WHERE run_id = $1);
 
 -- name: create_run
 -- Insert a run row and its record at seq 0 in one statement; returns 0 if the id is taken.
