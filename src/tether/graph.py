@@ -121,7 +121,6 @@ class Graph:
         self._waiting: dict[str, int] = {}
         # Journaled steps recorded by running nodes, by node id, then position.
         self._steps: dict[str, dict[int, StepRecorded]] = {}
-        self.nodes = NodesView(self)
         # Every wait node of the run by key (keys are unique within a run), and the ids of
         # those open now: parents recorded, not completed. A wait is never `ready`.
         self.waits: dict[str, str] = {}
@@ -159,6 +158,12 @@ class Graph:
     @property
     def completed_count(self) -> int:
         return len(self._done)
+
+    @property
+    def nodes(self) -> NodesView:
+        """Every node spawned so far, by id (a view made on each access: held by the graph,
+        it made every graph a reference cycle, freed only by a full collection)."""
+        return NodesView(self)
 
     @property
     def order(self) -> list[str]:
