@@ -5,8 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from google.protobuf import struct_pb2
 
 from tether import records as r
 from tether.errors import CorruptRecord
@@ -132,3 +134,27 @@ def test_golden_v1_waits_log_decodes_and_rebuilds_events_and_timeouts() -> None:
     assert outcomes == {"approve-0": ("golden-event", False), "approve-1": ("", True)}
     assert graph.finished is not None
     assert r.inline_json(graph.finished.run_finished.result) == [[0, "done"], [1, "timed out"]]
+
+
+def test_records_have_no_map_fields_so_encoding_is_deterministic_without_asking() -> None:
+    """`encode` serializes without `deterministic=True`, which only orders map entries: a
+    map field added to the schema would make a retried append's bytes differ from the
+    first attempt's, so none may be added without asking for it again."""
+    seen: set[str] = set()
+
+    def maps(descriptor: Any) -> list[str]:
+        if descriptor.full_name in seen:
+            return []
+        seen.add(descriptor.full_name)
+        found = []
+        for field in descriptor.fields:
+            if field.message_type is None:
+                continue
+            if field.message_type.GetOptions().map_entry:
+                found.append(f"{descriptor.full_name}.{field.name}")
+            found += maps(field.message_type)
+        return found
+
+    assert maps(r.pb.Record.DESCRIPTOR) == [] and maps(r.pb.LogChunk.DESCRIPTOR) == []
+    assert len(seen) > 10  # the walk reached the nested messages
+    assert maps(struct_pb2.Struct.DESCRIPTOR) == ["google.protobuf.Struct.fields"]  # it finds one

@@ -605,7 +605,9 @@ class RunExecutor:
                 # resolve. Slim: the one parent, this node, is left out (Graph.parents_of).
                 key = one.key if one.key is not None else "0"
                 plain = child_id(spec.node_id, key)
-                succ = nc.spawned.add(node_id=plain, kind=one.kind)
+                succ = nc.spawned.add()  # (fields set one by one: keywords cost more)
+                succ.node_id = plain
+                succ.kind = one.kind
                 if (data := self.codec.encode_into(succ.input, one.input)) is not None:
                     succ.input.CopyFrom(await self.codec.offload(data))
             else:

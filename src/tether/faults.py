@@ -4,7 +4,7 @@ The spec is `point:N[,point:N...]`: the process kills itself (no cleanup, as an 
 or a power cut would) the Nth time it reaches `point`. Points: `before_append`,
 `after_append` (the executor's append), `after_claim`, `before_release` (a run's finish:
 its last record, status and release in one transaction).
-Unset, `hit` costs one truth test.
+Unset, `hit` costs one truth test (and `PLANNED` is False).
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ def _parse(spec: str) -> dict[str, int]:
 
 _PLAN = _parse(os.environ.get("TETHER_FAULT", ""))
 _seen: Counter[str] = Counter()
+# Whether any point is planned: the executor's append, run for every node, tests this
+# instead of making two calls that return at once.
+PLANNED = bool(_PLAN)
 
 
 def hit(point: str) -> None:
