@@ -18,6 +18,7 @@ from tests.agents import fanout, uid
 from tests.clock import ManualClock
 from tether import Runtime, StaleEpoch, Status, Store, StoreUnavailable
 from tether import clock as tether_clock
+from tether.events import EventBus
 from tether.records import Record, decode_log, run_paused
 from tether.store.base import LogStore, RunInfo, RunTable
 
@@ -228,3 +229,26 @@ def test_records_are_built_in_the_record_module_only() -> None:
         if built.search(line)
     ]
     assert found == []
+
+
+def test_a_listener_that_stops_itself_while_called_leaves_the_others_called() -> None:
+    """`on_record`'s stop may be called by the listener it stops (the CLI's announcement
+    stops after the command's first record): the others still see that record and every
+    later one, and the stopped one sees no more."""
+    bus = EventBus()
+    seen: list[tuple[str, int]] = []
+
+    def once(run_id: str, seq: int, record: Record) -> None:
+        stop_once()
+        seen.append(("once", seq))
+
+    stop_once = bus.on_record(once)
+    bus.on_record(lambda run_id, seq, record: seen.append(("all", seq)))
+    for seq in range(3):
+        bus.record("r", seq, run_paused("x"))
+    assert seen == [("once", 0), ("all", 0), ("all", 1), ("all", 2)]
+    stop_event = bus.on_event(lambda run_id, node_id, event: seen.append(("event", 0)))
+    bus.emit("r", "n", {})
+    stop_event()
+    bus.emit("r", "n", {})
+    assert seen[-1] == ("event", 0) and seen.count(("event", 0)) == 1

@@ -108,10 +108,14 @@ async def _execute_with(
         _kill_after(runtime, args.stop_after)
 
     def announce(run_id: str, seq: int, record: Record) -> None:
+        # The command's first record: its new run's RunStarted, or the RunResumed of the
+        # run it continues. Then it stops listening: with nobody listening, a node's
+        # record is not published at all.
+        stop_announcing()
         if record.HasField("run_started") and not record.run_started.parent_run_id:
             console.print(f"run [bold]{run_id}[/] started")
 
-    runtime.events.on_record(announce)
+    stop_announcing = runtime.events.on_record(announce)
     live: Any = contextlib.nullcontext()
     if not args.quiet:
         # Imported only for the live table: `--quiet` starts the run's first node without

@@ -22,14 +22,25 @@ class EventBus:
         self.event_listeners: list[EventListener] = []
 
     def on_record(self, fn: RecordListener) -> Callable[[], None]:
-        """Call `fn(run_id, seq, record)` after each record is durable and applied."""
-        self.record_listeners.append(fn)
-        return lambda: self.record_listeners.remove(fn)
+        """Call `fn(run_id, seq, record)` after each record is durable and applied; returns
+        what stops it (callable from a listener: the lists are replaced, never changed
+        while `record` or `emit` walks them)."""
+        self.record_listeners = [*self.record_listeners, fn]
+
+        def stop() -> None:
+            self.record_listeners = [f for f in self.record_listeners if f is not fn]
+
+        return stop
 
     def on_event(self, fn: EventListener) -> Callable[[], None]:
-        """Call `fn(run_id, node_id, event)` for each non-durable event."""
-        self.event_listeners.append(fn)
-        return lambda: self.event_listeners.remove(fn)
+        """Call `fn(run_id, node_id, event)` for each non-durable event (stopped as
+        `on_record` says)."""
+        self.event_listeners = [*self.event_listeners, fn]
+
+        def stop() -> None:
+            self.event_listeners = [f for f in self.event_listeners if f is not fn]
+
+        return stop
 
     def record(self, run_id: str, seq: int, record: Record) -> None:
         for fn in self.record_listeners:
