@@ -79,8 +79,8 @@ async def test_a_run_that_is_no_fork_is_read_whole_and_sorted_in_python(
     with statistics or without: rows of a node record's width (~230 bytes), 3,000 of them,
     made PostgreSQL scan and sort them (a bitmap scan, or a sequential one once analysed),
     which cost more than the scan. They come in their pages' order and are put in seq
-    order in Python: here appended out of order, so the read must sort them. Forks read
-    through read_all too (tests/test_fork_refs.py)."""
+    order in Python: here appended out of order, so the read must sort them. The same
+    statement reads a fork (the next test; tests/test_fork_refs.py)."""
     rows = [(seq, b"%05d" % seq + b"x" * 225) for seq in range(3000)]
     await pg_store.runs.create(RunInfo("plain", "a", Status.QUEUED), rows[0][1])
     await pg_store.log.append("plain", rows[1000:])  # the pages hold seqs 1000.. first
@@ -89,7 +89,7 @@ async def test_a_run_that_is_no_fork_is_read_whole_and_sorted_in_python(
         if analysed:  # as autovacuum would
             async with pg_store._db.connection() as conn:  # type: ignore[attr-defined]
                 await conn.execute("ANALYZE run_log; ANALYZE run_refs")
-        types = _node_types(await _explained(pg_store, Q["read_all_own"], "plain"))
+        types = _node_types(await _explained(pg_store, Q["read_all"], "plain"))
         assert not {"Sort", "Gather", "Gather Merge"} & set(types), (analysed, types)
         assert await pg_store.log.read_all("plain") == [row for _, row in rows]
 
@@ -98,7 +98,8 @@ async def test_a_fork_is_read_without_a_sort_or_parallel_workers(pg_store: Postg
     """A fork's rows (its own and the ranges it references) are read piece by piece, each a
     walk of run_log's key, and sorted by seq in Python: with statistics or without, no sort
     in the database (on disk past work_mem) and no parallel workers (3-7 ms to start, more
-    than a whole 500-record load)."""
+    than a whole 500-record load). A whole read is one statement for a fork and its
+    source alike (`read_all`)."""
     rows = [(seq, b"s%d" % seq) for seq in range(2000)]
     await pg_store.runs.create(RunInfo("src", "a", Status.SUCCEEDED), rows[0][1])
     await pg_store.log.append("src", rows[1:])
@@ -120,7 +121,44 @@ async def test_a_fork_is_read_without_a_sort_or_parallel_workers(pg_store: Postg
             types = _node_types(await _explained(pg_store, Q["read"], "fk", after))
             assert not {"Sort", "Gather", "Gather Merge"} & set(types), (analysed, types)
             assert await pg_store.log.read("fk", after_seq=after) == expected[after + 1 :]
+        types = _node_types(await _explained(pg_store, Q["read_all"], "fk"))
+        assert not {"Sort", "Gather", "Gather Merge"} & set(types), (analysed, types)
         assert await pg_store.log.read_all("fk") == [row for _, row in expected]
+        assert await pg_store.log.read_all("src") == [row for _, row in rows]
+
+
+async def test_a_fork_is_walked_by_its_ranges_when_run_log_holds_large_runs(
+    pg_store: PostgresStore,
+) -> None:
+    """Once run_log holds a large run (here 50,000 records of 230 bytes, 12 MB: parallel
+    scans become worth planning) and statistics say so, a small fork's read is still a
+    nested walk of its ranges: flattened into the join, the walk was planned as a parallel
+    nested loop (workers started for 500 rows: 5.9 ms instead of 0.47) or a hash join over
+    every row of run_log. Both reads of a fork keep it a subquery."""
+    big = [(seq, b"%06d" % seq + b"x" * 224) for seq in range(50_000)]
+    await pg_store.runs.create(RunInfo("large-big", "a", Status.SUCCEEDED), big[0][1])
+    await pg_store.log.append("large-big", big[1:])
+    small = big[:500]
+    await pg_store.runs.create(RunInfo("large-small", "a", Status.SUCCEEDED), small[0][1])
+    await pg_store.log.append("large-small", small[1:])
+    fork = NewRun(
+        RunInfo("large-fk", "a", Status.QUEUED),
+        b"fork",
+        Origin("large-small", 499),
+        [Segment(1, 499, "large-small")],
+    )
+    await pg_store.forks.create_runs([fork])
+    async with pg_store._db.connection() as conn:  # type: ignore[attr-defined]
+        await conn.execute("ANALYZE run_log; ANALYZE run_refs")
+    for query, args in (
+        (Q["read"], ("large-fk", -1)),
+        (Q["read"], ("large-fk", 250)),
+        (Q["read_all"], ("large-fk",)),
+    ):
+        types = _node_types(await _explained(pg_store, query, *args))
+        assert not {"Gather", "Gather Merge", "Hash Join", "Sort"} & set(types), (args, types)
+    assert await pg_store.log.read_all("large-fk") == [b"fork"] + [row for _, row in small[1:]]
+    assert await pg_store.log.read("large-fk", after_seq=250) == small[251:]
 
 
 def _claim_steps(conn: sqlite3.Connection) -> int:

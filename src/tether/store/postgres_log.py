@@ -131,12 +131,9 @@ class PostgresLog(LogStore):
         return [(row[0], row[1]) for row in await self._read(run_id, after_seq)]
 
     async def read_all(self, run_id: str) -> list[bytes]:
-        rows = await self._db.fetch(Q["read_all_own"], run_id)
-        if rows:
-            rows.sort(key=_SEQ)  # they come nearly in order: a pass that finds them so
-            return [row[1] for row in rows]
-        # A fork (its seq 0 is its own, so it has rows) or an unknown run.
-        return [row[1] for row in await self._read(run_id, -1)]
+        rows = await self._db.fetch(Q["read_all"], run_id)
+        rows.sort(key=_SEQ)  # they come nearly in order: a pass that finds them so
+        return [row[1] for row in rows]
 
     async def _read(self, run_id: str, after_seq: int) -> list[asyncpg.Record]:
         """The run's (seq, record) rows after `after_seq` in seq order. They come in pieces
