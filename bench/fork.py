@@ -13,6 +13,7 @@ run's end, so the prefix is the whole run. PostgreSQL and SQLite.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Awaitable, Callable
 
@@ -38,6 +39,10 @@ async def _interleaved(
     out: dict[str, list[float]] = {name: [] for name in fns}
     for i in range(reps + 1):  # the first round warms up: statement caches, page cache
         for name, fn in fns.items():
+            # Each call starts with the collector's counts at zero: a full collection of
+            # what the calls before left (a large graph each) otherwise falls into whichever
+            # call's turn it is, the same one round after round.
+            gc.collect()
             t0 = time.perf_counter()
             await fn()
             if i:
