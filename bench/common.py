@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,6 +212,25 @@ async def bare_insert_many(
     async with pool.acquire() as conn:
         await conn.execute(BARE_INSERT_MANY, run_id, seqs, list(records))
     return time.perf_counter() - t0
+
+
+async def interleaved(
+    reps: int, fns: dict[str, Callable[[], Awaitable[object]]]
+) -> dict[str, list[float]]:
+    """p50 samples of each call, taken in turns (one of each per round): on a noisy
+    machine a burst of load then hits every call alike instead of one of them."""
+    out: dict[str, list[float]] = {name: [] for name in fns}
+    for i in range(reps + 1):  # the first round warms up: statement caches, page cache
+        for name, fn in fns.items():
+            # Each call starts with the collector's counts at zero: a full collection of
+            # what the calls before left (a large graph each) otherwise falls into whichever
+            # call's turn it is, the same one round after round.
+            gc.collect()
+            t0 = time.perf_counter()
+            await fn()
+            if i:
+                out[name].append(time.perf_counter() - t0)
+    return out
 
 
 def rss_bytes() -> int:

@@ -13,12 +13,10 @@ run's end, so the prefix is the whole run. PostgreSQL and SQLite.
 from __future__ import annotations
 
 import asyncio
-import gc
-import time
 from collections.abc import Awaitable, Callable
 
 from bench.agents import chain
-from bench.common import Line, Settings, open_pg, open_sqlite, p50
+from bench.common import Line, Settings, interleaved, open_pg, open_sqlite, p50
 from bench.rehydrate import make_log
 from tether.records import decode_one
 from tether.runtime import Runtime
@@ -29,25 +27,6 @@ QUICK_SIZES = (500, 5_000)
 TARGET_GROWTH = 1.5  # fork of the largest run vs fork of the smallest
 TARGET_ROWS = 3
 TARGET_LOAD_RATIO = 1.25  # load of a fork vs load of its source
-
-
-async def _interleaved(
-    reps: int, fns: dict[str, Callable[[], Awaitable[object]]]
-) -> dict[str, list[float]]:
-    """p50 samples of each call, taken in turns (one of each per round): on a noisy
-    machine a burst of load then hits every call alike instead of one of them."""
-    out: dict[str, list[float]] = {name: [] for name in fns}
-    for i in range(reps + 1):  # the first round warms up: statement caches, page cache
-        for name, fn in fns.items():
-            # Each call starts with the collector's counts at zero: a full collection of
-            # what the calls before left (a large graph each) otherwise falls into whichever
-            # call's turn it is, the same one round after round.
-            gc.collect()
-            t0 = time.perf_counter()
-            await fn()
-            if i:
-                out[name].append(time.perf_counter() - t0)
-    return out
 
 
 async def _source(store: Store, nodes: int, rows: list[bytes]) -> str:
@@ -76,7 +55,7 @@ async def _backend(
 
         return one
 
-    forks = await _interleaved(reps, {str(n): forker(n) for n in logs})
+    forks = await interleaved(reps, {str(n): forker(n) for n in logs})
     small, large = min(logs), max(logs)
     lines = [
         Line(
@@ -99,7 +78,7 @@ async def _backend(
         written = (await store.retention.log_size([fork_id])).rows
         assert (await rt.load(fork_id)).next_seq == len(rows) - 1
         r = max(3, reps // 3) if nodes > 5_000 else reps
-        loads = await _interleaved(
+        loads = await interleaved(
             r, {"fork": lambda f=fork_id: rt.load(f), "source": lambda s=sources[nodes]: rt.load(s)}
         )
         lines.append(
