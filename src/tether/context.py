@@ -62,10 +62,10 @@ class Context:
 
     async def output_of(self, node_id: str) -> Any:
         """The recorded output of a completed node of this run."""
-        state = self._run.graph.nodes.get(node_id)
-        if state is None or state.completed is None:
+        done = self._run.graph.completed(node_id)
+        if done is None:
             raise KeyError(f"node {node_id} of run {self.run_id} is not recorded")
-        return await self._run.codec.decode_cached(node_id, state.completed.output)
+        return await self._run.codec.decode_cached(node_id, done.output)
 
     async def event(self, key: str) -> Event:
         """How wait `key` of this run completed: its event's payload, or timed out."""
@@ -113,10 +113,10 @@ class Context:
 
     def attachments_of(self, node_id: str) -> list[BlobRef]:
         """The blobs a completed node of this run attached."""
-        state = self._run.graph.nodes.get(node_id)
-        if state is None or state.completed is None:
+        done = self._run.graph.completed(node_id)
+        if done is None:
             raise KeyError(f"node {node_id} of run {self.run_id} is not recorded")
-        return [ref_of(b) for b in state.completed.blobs]
+        return [ref_of(b) for b in done.blobs]
 
     async def read_blob(self, ref: BlobRef) -> bytes:
         """A whole blob, checked against the ref's size and sha256."""

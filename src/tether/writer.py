@@ -241,7 +241,8 @@ class RecordWriter:
         """
         # The first attempt inline: no closure, no extra coroutine, no call for a fault
         # point or a metric that is not there, on the path of every node's record.
-        started = time.perf_counter() if metrics.active is not None else 0.0
+        m = metrics.active  # (read once: the clock is read only for metrics that count)
+        started = time.perf_counter() if m is not None else 0.0
         give_up = clock.monotonic() + self.retry_s
         try:
             if faults.PLANNED:
@@ -259,14 +260,14 @@ class RecordWriter:
                     lambda: self._append_once(run_id, entries, epoch),
                 )
             except StoreError as failed:
-                if (m := metrics.active) is not None:
+                if m is not None:
                     m.append_failed(failed)
                 raise
         except StoreError as exc:
-            if (m := metrics.active) is not None:
+            if m is not None:
                 m.append_failed(exc)
             raise
-        if (m := metrics.active) is not None and started:
+        if m is not None:
             m.appended(kind, len(entries), time.perf_counter() - started)
 
     async def _append_once(
