@@ -76,6 +76,18 @@ async def until_paused(client: TetherClient, run_id: str) -> None:
             await asyncio.sleep(0.05)  # polling the API: there is no event to wait on
 
 
+async def panel_read(driver: WebDriver, selector: str) -> list[dict[str, str]]:
+    """Text and href of each element of the node panel that matches `selector`, once there
+    is one. Read in one script: the panel is redrawn whole on every draw (the children's
+    fetch after the run ends draws once more), so an element found by one call can be gone
+    by the next."""
+    script = (
+        "return [...document.querySelectorAll('#panel ' + arguments[0])]"
+        ".map(e => ({text: e.innerText, href: e.href || ''}));"
+    )
+    return await until(lambda: driver.execute_script(script, selector))  # type: ignore[no-any-return]
+
+
 def on_node(driver: WebDriver, kind: str, act: Any, within: float = 30) -> None:
     """Find the graph's node of `kind` and act on it. The graph is drawn after the page's
     state changes and redraws as records arrive, so the node may not be there yet, or an

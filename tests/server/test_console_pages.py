@@ -12,7 +12,16 @@ from selenium.webdriver.support.ui import Select
 
 from tests.server.agents import chain_input
 from tests.server.kit import CHAIN, FILES, FORGER, TOKEN, ServerProcess, start_server
-from tests.server.test_console import finish, listed, on_node, server, sign_in, until, wait_page
+from tests.server.test_console import (
+    finish,
+    listed,
+    on_node,
+    panel_read,
+    server,
+    sign_in,
+    until,
+    wait_page,
+)
 from tests.server.test_page import browser
 from tether.client import TetherClient
 from tether.store.sqlite import SqliteStore
@@ -87,9 +96,9 @@ async def test_a_failed_run_shows_its_error_and_its_node_panel_the_error(
     assert browser.find_element(By.ID, "outcome-title").text == "error"
     assert "the forger fails for real" in browser.find_element(By.ID, "outcome").text
     on_node(browser, "forge", lambda node: node.click())
+    [error] = await panel_read(browser, "pre.error")
+    assert error["text"] == "RuntimeError: the forger fails for real"
     panel = browser.find_element(By.ID, "panel")
-    error = await until(lambda: panel.find_elements(By.CSS_SELECTOR, "pre.error"))
-    assert error[0].text == "RuntimeError: the forger fails for real"
     facts = panel_facts(panel)
     assert facts["status"] == "failed" and int(facts["attempt"]) >= 1
 
@@ -103,9 +112,9 @@ async def test_a_blob_that_is_not_an_image_is_a_download(
     browser.get(f"{server.url}/runs/{run_id}?token={TOKEN}")
     await wait_page(browser, lambda s: s["finished"])
     on_node(browser, "write", lambda node: node.click())
+    [link] = await panel_read(browser, "a[download]")
+    assert link["text"].startswith("download (text/plain, 11 B, sha256 ")
     panel = browser.find_element(By.ID, "panel")
-    [link] = await until(lambda: panel.find_elements(By.CSS_SELECTOR, "a[download]"))
-    assert link.text.startswith("download (text/plain, 11 B, sha256 ")
     assert panel.find_elements(By.TAG_NAME, "img") == []
     facts = panel_facts(panel)
     assert facts["status"] == "completed" and facts["attempt"] == "1"
@@ -114,7 +123,7 @@ async def test_a_blob_that_is_not_an_image_is_a_download(
     body = browser.execute_async_script(
         "const done = arguments[arguments.length - 1];"
         "fetch(arguments[0], {credentials: 'same-origin'}).then(r => r.text()).then(done);",
-        link.get_attribute("href"),
+        link["href"],
     )
     assert body == "hello, blob"
 
