@@ -4,10 +4,12 @@ The claim reads only the runs it may take: the runs running under live leases
 and the parked runs not yet due are in none of the indexes it walks, however many there are
 (before, every claim stepped over each run in flight first).
 
-Statistics are taken once the runs are in flight, as autovacuum's analyze would take them:
-the claim's due and fresh branches use indexes keyed so that no estimate makes another
-look cheaper, but while statistics still say no run is running, the planner may walk the
-running runs of runs_held_idx for the orphaned branch (both estimate one row)."""
+The claim is planned with statistics taken once the runs are in flight, as autovacuum's
+analyze would take them, and with statistics taken before, when none was running: each
+branch's index is the only one that serves it, so no estimate makes another look cheaper
+(runs_held_idx, whose predicate was runs_lease_idx's, was walked for the orphaned branch
+while statistics said no run was running). Its generic plan, which a prepared statement
+may come to use, finds the runs it takes by their key too."""
 
 from __future__ import annotations
 
@@ -30,10 +32,21 @@ FINISHED_RUNS = """
 INSERT INTO runs (run_id, agent, status, created_at, updated_at)
 SELECT 'f' || i, 'a', 'succeeded', i, i FROM generate_series(1, $1) AS i
 """
+QUEUED = 5000
+QUEUED_RUNS = """
+INSERT INTO runs (run_id, agent, status, created_at, updated_at)
+SELECT 'q' || i, 'a', 'queued', i, i FROM generate_series(1, $1) AS i
+"""
 
 
 def _node_types(plan: dict[str, Any]) -> list[str]:
     return [plan["Node Type"]] + [t for p in plan.get("Plans", []) for t in _node_types(p)]
+
+
+def _seq_scanned(plan: dict[str, Any]) -> list[str]:
+    """The tables the plan reads whole."""
+    own = [plan["Relation Name"]] if plan["Node Type"] == "Seq Scan" else []
+    return own + [t for p in plan.get("Plans", []) for t in _seq_scanned(p)]
 
 
 def _filtered_rows_of_runs(plan: dict[str, Any]) -> int:
@@ -49,25 +62,84 @@ async def _explained(store: PostgresStore, query: str, *args: object) -> dict[st
     return plan
 
 
-async def test_a_claim_steps_over_no_run_in_flight_nor_parked(pg_store: PostgresStore) -> None:
+async def _in_flight_and_parked(store: PostgresStore) -> int:
+    """IN_FLIGHT runs running under live leases, PARKED parked an hour, one queued: its
+    number."""
     total = IN_FLIGHT + PARKED + 1
     for i in range(total):
-        await pg_store.runs.create(RunInfo(f"r{i:04d}", "a", Status.QUEUED), b"0")
-    claims = await pg_store.leases.claim("w1", IN_FLIGHT + PARKED, 3600.0)
+        await store.runs.create(RunInfo(f"r{i:04d}", "a", Status.QUEUED), b"0")
+    claims = await store.leases.claim("w1", IN_FLIGHT + PARKED, 3600.0)
     assert len(claims) == IN_FLIGHT + PARKED
     for claim in claims[:PARKED]:  # parked until an hour from now
-        parked = await pg_store.leases.release(
+        parked = await store.leases.release(
             claim.run_id, claim.epoch, Status.WAITING, wake_at=time.time() + 3600
         )
         assert parked
-    async with pg_store._db.connection() as conn:  # type: ignore[attr-defined]
+    return total - 1
+
+
+async def _finished_runs(store: PostgresStore, *, analyse: bool) -> None:
+    """Empty tables (the claim tests share this module's database), then FINISHED runs."""
+    async with store._db.connection() as conn:  # type: ignore[attr-defined]
+        await conn.execute("TRUNCATE run_log, runs")
         await conn.execute(FINISHED_RUNS, FINISHED)
+        if analyse:
+            await conn.execute("ANALYZE runs")
+
+
+async def _analyse(store: PostgresStore) -> None:
+    async with store._db.connection() as conn:  # type: ignore[attr-defined]
         await conn.execute("ANALYZE runs")
+
+
+async def test_a_claim_planned_on_statistics_of_an_idle_table_steps_over_no_run_in_flight(
+    pg_store: PostgresStore,
+) -> None:
+    await _finished_runs(pg_store, analyse=True)  # nothing running yet
+    last = await _in_flight_and_parked(pg_store)
+    plan = await _explained(pg_store, Q["claim"], "w2", 1, 60.0, [], None, None, [])
+    assert _filtered_rows_of_runs(plan) == 0, json.dumps(plan, indent=1)
+    run = await pg_store.runs.get(f"r{last:04d}")
+    assert run is not None and run.owner == "w2"
+
+
+async def test_the_claims_generic_plan_takes_its_runs_by_key(pg_store: PostgresStore) -> None:
+    """A prepared statement's generic plan does not know how many runs it claims (it
+    guesses a tenth of the queue): joined to them, the update hashed a scan of the whole
+    runs table."""
+    async with pg_store._db.connection() as conn:  # type: ignore[attr-defined]
+        await conn.execute("TRUNCATE run_log, runs")
+        await conn.execute(QUEUED_RUNS, QUEUED)
+        await conn.execute("ANALYZE runs")
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            await conn.execute(
+                "PREPARE generic_claim(text, int, float8, text[], text[], text[], text[]) AS "
+                + Q["claim"]
+            )
+            raw = await conn.fetchval(
+                "EXPLAIN (ANALYZE, FORMAT JSON) "
+                "EXECUTE generic_claim('w2', 1, 60.0, '{}', NULL, NULL, '{}')"
+            )
+            await conn.execute("DEALLOCATE generic_claim")
+        finally:
+            await conn.execute("RESET plan_cache_mode")
+    plan = json.loads(raw)[0]["Plan"]
+    assert "runs" not in _seq_scanned(plan), json.dumps(plan, indent=1)
+    assert _filtered_rows_of_runs(plan) == 0, json.dumps(plan, indent=1)
+    run = await pg_store.runs.get("q1")
+    assert run is not None and run.owner == "w2"  # the oldest: claimed
+
+
+async def test_a_claim_steps_over_no_run_in_flight_nor_parked(pg_store: PostgresStore) -> None:
+    await _finished_runs(pg_store, analyse=False)
+    last = await _in_flight_and_parked(pg_store)
+    await _analyse(pg_store)  # as autovacuum would, once the runs are in flight
     args = ("w2", 1, 60.0, [], None, None, [])
     plan = await _explained(pg_store, Q["claim"], *args)
     assert _filtered_rows_of_runs(plan) == 0, json.dumps(plan, indent=1)
-    last = await pg_store.runs.get(f"r{total - 1:04d}")
-    assert last is not None and last.owner == "w2"  # the one queued run: claimed
+    run = await pg_store.runs.get(f"r{last:04d}")
+    assert run is not None and run.owner == "w2"  # the one queued run: claimed
     stranded = await _explained(pg_store, Q["stranded"], ["b"], ["v1"], [], 10)
     assert _filtered_rows_of_runs(stranded) == 0, json.dumps(stranded, indent=1)
 

@@ -261,6 +261,9 @@ SELECT epoch FROM runs WHERE run_id = $1;
 -- this claims nothing and returns one row (NULL, NULL, whether limits exist) instead: the
 -- caller claims with claim_flow (limits.sql). The two probes cost an empty table's scan and
 -- an empty partial index's.
+-- The update takes the picked runs by key (= ANY of their ids) whatever the plan: joined to
+-- them, a prepared statement's generic plan, which guesses a tenth of the queue for $2,
+-- hashed a scan of the whole runs table.
 WITH flow AS (
     SELECT EXISTS (SELECT 1 FROM run_limits) AS limited,
            EXISTS (SELECT 1 FROM runs WHERE parent_run_id IS NULL AND status = 'queued'
@@ -319,7 +322,7 @@ WITH flow AS (
     UPDATE runs SET status = 'running', reason = NULL, owner = $1, epoch = runs.epoch + 1,
            lease_until = (SELECT now FROM clock) + $3,
            updated_at = (SELECT now FROM clock)
-    FROM picked WHERE runs.run_id = picked.run_id
+    WHERE runs.run_id = ANY (ARRAY(SELECT run_id FROM picked))
     RETURNING runs.run_id, runs.epoch, runs.cancel_requested
 )
 SELECT run_id, epoch, cancel_requested FROM claimed

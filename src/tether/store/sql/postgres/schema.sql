@@ -33,7 +33,9 @@ CREATE INDEX runs_status_idx ON runs (status, created_at);
 -- (see migrations/0013_claim_kinds.sql): the runs running under live leases are in neither.
 CREATE INDEX runs_fresh_idx ON runs (created_at)
     WHERE parent_run_id IS NULL AND (status = 'queued' OR (status = 'paused' AND reason = 'drain'));
-CREATE INDEX runs_lease_idx ON runs (status, lease_until)
+-- The running ones also count the live slots of each agent and key, by their lease (the
+-- only index of running runs: see migrations/0014_one_running_index.sql).
+CREATE INDEX runs_lease_idx ON runs (status, lease_until) INCLUDE (agent, concurrency_key)
     WHERE parent_run_id IS NULL AND status = 'running';
 
 -- Waking parked runs: due deadlines first (keyed on status too: see 0013_claim_kinds.sql).
@@ -114,10 +116,6 @@ CREATE INDEX schedules_next_idx ON schedules (next_at);
 -- while no run has a key or a priority).
 CREATE INDEX runs_flow_idx ON runs (priority)
     WHERE parent_run_id IS NULL AND status = 'queued' AND (concurrency_key <> '' OR priority <> 0);
-
--- Slots: the live running runs of an agent, by key.
-CREATE INDEX runs_held_idx ON runs (agent, concurrency_key)
-    WHERE parent_run_id IS NULL AND status = 'running';
 
 CREATE TABLE run_limits (
     agent text NOT NULL,
