@@ -18,9 +18,12 @@ import sqlite3
 import time
 from typing import Any
 
+import asyncpg
+
 from tether.store import RunInfo, Status
 from tether.store.forks import NewRun, Origin, Segment
 from tether.store.postgres import PostgresStore
+from tether.store.postgres_leases import claim_sql
 from tether.store.queries import load_queries, load_schema
 
 Q = load_queries("postgres", "queries.sql")
@@ -97,7 +100,7 @@ async def test_a_claim_planned_on_statistics_of_an_idle_table_steps_over_no_run_
 ) -> None:
     await _finished_runs(pg_store, analyse=True)  # nothing running yet
     last = await _in_flight_and_parked(pg_store)
-    plan = await _explained(pg_store, Q["claim"], "w2", 1, 60.0, [], None, None, [])
+    plan = await _explained(pg_store, claim_sql(1), "w2", 1, 60.0, [], None, None, [])
     assert _filtered_rows_of_runs(plan) == 0, json.dumps(plan, indent=1)
     run = await pg_store.runs.get(f"r{last:04d}")
     assert run is not None and run.owner == "w2"
@@ -115,7 +118,7 @@ async def test_the_claims_generic_plan_takes_its_runs_by_key(pg_store: PostgresS
         try:
             await conn.execute(
                 "PREPARE generic_claim(text, int, float8, text[], text[], text[], text[]) AS "
-                + Q["claim"]
+                + claim_sql(1)
             )
             raw = await conn.fetchval(
                 "EXPLAIN (ANALYZE, FORMAT JSON) "
@@ -131,12 +134,36 @@ async def test_the_claims_generic_plan_takes_its_runs_by_key(pg_store: PostgresS
     assert run is not None and run.owner == "w2"  # the oldest: claimed
 
 
+async def test_a_prepared_claim_is_planned_once(pg_database: str) -> None:
+    """After its first five executions, PostgreSQL keeps a prepared statement's generic plan
+    only if it costs no more than the custom ones. Costed for a tenth of the queue (the
+    size a parameter), the claim's never did, and every claim was planned anew: 0.43 ms
+    of a 0.84 ms claim with 5,000 queued."""
+    conn = await asyncpg.connect(pg_database)
+    try:
+        await conn.execute("TRUNCATE run_log, runs")
+        await conn.execute(QUEUED_RUNS, QUEUED)
+        await conn.execute("ANALYZE runs")
+        for size in (1, 3):
+            claim = await conn.prepare(claim_sql(size))
+            for _ in range(10):
+                assert len(await claim.fetch("w", size, 60.0, [], None, None, [])) == size
+            generic, custom = await conn.fetchrow(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement = $1",
+                claim_sql(size),
+            )
+            assert generic >= 5 and custom <= 5, (size, generic, custom)
+    finally:
+        await conn.close()
+
+
 async def test_a_claim_steps_over_no_run_in_flight_nor_parked(pg_store: PostgresStore) -> None:
     await _finished_runs(pg_store, analyse=False)
     last = await _in_flight_and_parked(pg_store)
     await _analyse(pg_store)  # as autovacuum would, once the runs are in flight
     args = ("w2", 1, 60.0, [], None, None, [])
-    plan = await _explained(pg_store, Q["claim"], *args)
+    plan = await _explained(pg_store, claim_sql(1), *args)
     assert _filtered_rows_of_runs(plan) == 0, json.dumps(plan, indent=1)
     run = await pg_store.runs.get(f"r{last:04d}")
     assert run is not None and run.owner == "w2"  # the one queued run: claimed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Sequence
 
@@ -21,6 +22,14 @@ Q = load_queries("postgres")
 LQ = load_queries("postgres", "limits.sql")
 CHANNEL = "tether_work"
 log = logging.getLogger("tether.store.postgres")
+
+
+@functools.lru_cache(maxsize=256)
+def claim_sql(size: int) -> str:
+    """The claim of up to `size` runs, that size written into its text (queries.sql says
+    why); $2 is `size` too. One statement per size a worker asks for, each prepared once
+    per connection."""
+    return Q["claim"].replace("{claim_size}", str(int(size)))
 
 
 class PostgresLeases(Leases):
@@ -52,7 +61,7 @@ class PostgresLeases(Leases):
         agents, versions = serves.pairs() if serves is not None else (None, None)
         also = list(serves.also) if serves is not None else []
         args = (owner, limit, ttl, list(skip), agents, versions, also)
-        rows = await self._db.fetch(Q["claim"], *args)
+        rows = await self._db.fetch(claim_sql(limit), *args)
         if rows and rows[-1][0] is None:  # flow control is on: claim in its order
             limited = bool(rows[-1][2])
             async with self._db.connection() as conn, conn.transaction():
