@@ -83,7 +83,12 @@ TINY: dict[str, list[tuple[object, str, object]]] = {
     "rehydrate": [(rehydrate, "TARGET_NODES", 40)],
     "scheduling": [(scheduling, "FAN_WIDTH", 20)],
     "overlap": [(overlap, "WIDTH", 5), (overlap, "WAIT_S", 0.005)],
-    "growth": [(growth, "AT", (5, 10, 20)), (growth, "WINDOW", 5), (growth, "RUNS", 1)],
+    "growth": [
+        (growth, "AT", (5, 10, 20)),
+        (growth, "WINDOW", 5),
+        (growth, "RUNS", 1),
+        (growth, "SHORT_RUNS", 1),
+    ],
     "memory": [],
     "blob_memory": [],
     "model_server": [],
