@@ -27,6 +27,7 @@ from tether.store.postgres_leases import claim_sql
 from tether.store.queries import load_queries, load_schema
 
 Q = load_queries("postgres", "queries.sql")
+LQ = load_queries("postgres", "limits.sql")
 SQ = load_queries("sqlite", "queries.sql")
 IN_FLIGHT = 300
 PARKED = 100
@@ -156,6 +157,30 @@ async def test_a_prepared_claim_is_planned_once(pg_database: str) -> None:
             assert generic >= 5 and custom <= 5, (size, generic, custom)
     finally:
         await conn.close()
+
+
+async def test_the_ordered_claim_runs_its_generic_plan(pg_database: str) -> None:
+    """claim_flow (keys, priorities or limits) is planned once per connection: PostgreSQL
+    keeps custom plans for it by itself, and planning took 1.7-2.0 ms of a 5-8 ms claim."""
+    store = PostgresStore(pg_database, min_size=1, max_size=1)  # every claim on one connection
+    await store.open()
+    try:
+        async with store._db.connection() as conn:  # type: ignore[attr-defined]
+            await conn.execute("TRUNCATE run_log, runs")
+            await conn.execute(QUEUED_RUNS, 40)
+            await conn.execute("UPDATE runs SET concurrency_key = 'k' || (created_at::int % 4)")
+            await conn.execute("ANALYZE runs")
+        for _ in range(8):
+            assert len(await store.leases.claim("w", 1, 60.0)) == 1
+        async with store._db.connection() as conn:  # type: ignore[attr-defined]
+            generic, custom = await conn.fetchrow(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement = $1",
+                LQ["claim_flow"],
+            )
+        assert (generic, custom) == (8, 0)
+    finally:
+        await store.close()
 
 
 async def test_a_claim_steps_over_no_run_in_flight_nor_parked(pg_store: PostgresStore) -> None:

@@ -65,8 +65,9 @@ class PostgresLeases(Leases):
         if rows and rows[-1][0] is None:  # flow control is on: claim in its order
             limited = bool(rows[-1][2])
             async with self._db.connection() as conn, conn.transaction():
-                if limited:  # claims take turns while limits exist (limits.sql)
-                    await conn.execute(LQ["claim_lock"])
+                # Claims take turns while limits exist; either way claim_flow runs its
+                # generic plan (limits.sql says why).
+                await conn.execute(LQ["claim_lock" if limited else "claim_generic"])
                 rows = await conn.fetch(LQ["claim_flow"], *args)
         return [Claim(row[0], row[1], row[2]) for row in rows]
 
