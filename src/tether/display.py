@@ -117,7 +117,7 @@ def graph_tree(graph: Graph, title: str | None = None) -> Tree:
     children: dict[str, list[str]] = {}
     roots = [s.node_id for s in graph.started.roots] if graph.started else []
     for nid in graph.order:
-        nc = graph.nodes[nid].completed
+        nc = graph.completed(nid)
         assert nc is not None
         children[nid] = [s.node_id for s in nc.spawned]
     label = title or f"run {graph.run_id} [{graph.agent}] {graph.status}"

@@ -25,20 +25,19 @@ class EventBus:
         """Call `fn(run_id, seq, record)` after each record is durable and applied; returns
         what stops it (callable from a listener: the lists are replaced, never changed
         while `record` or `emit` walks them)."""
-        self.record_listeners = [*self.record_listeners, fn]
-
-        def stop() -> None:
-            self.record_listeners = [f for f in self.record_listeners if f is not fn]
-
-        return stop
+        return self._listen("record_listeners", fn)
 
     def on_event(self, fn: EventListener) -> Callable[[], None]:
         """Call `fn(run_id, node_id, event)` for each non-durable event (stopped as
         `on_record` says)."""
-        self.event_listeners = [*self.event_listeners, fn]
+        return self._listen("event_listeners", fn)
+
+    def _listen(self, listeners: str, fn: Callable[..., None]) -> Callable[[], None]:
+        """Add `fn` to the list named `listeners` by replacing it; return what takes it out."""
+        setattr(self, listeners, [*getattr(self, listeners), fn])
 
         def stop() -> None:
-            self.event_listeners = [f for f in self.event_listeners if f is not fn]
+            setattr(self, listeners, [f for f in getattr(self, listeners) if f is not fn])
 
         return stop
 

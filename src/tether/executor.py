@@ -405,7 +405,7 @@ class RunExecutor:
             if record.HasField("node_failed"):
                 nf = record.node_failed
                 # A fallback's record follows the failure in the same batch and rescues it.
-                if g.nodes[nf.node_id].completed is None and self._failure is None:
+                if g.completed(nf.node_id) is None and self._failure is None:
                     self._failure = (
                         f"node {nf.node_id} ({nf.kind}) failed after {nf.attempt} attempt(s): "
                         f"{nf.error_type}: {nf.message}"
@@ -425,7 +425,7 @@ class RunExecutor:
             raise self._give_back
         elif g.pending == 0:
             status = Status.SUCCEEDED
-            out = g.nodes[g.result_node].completed if g.result_node is not None else None
+            out = g.completed(g.result_node) if g.result_node is not None else None
             record = run_finished(status, result=out.output if out is not None else None)
         elif rt.draining.is_set() or self._pause:
             status = Status.PAUSED
@@ -452,7 +452,7 @@ class RunExecutor:
             await rt.writer.finish(g, record, epoch=self.epoch)
         if status is Status.SUCCEEDED and g.result_node is not None:
             # Read after the finish is recorded: an unreadable result blob loses nothing.
-            out = g.nodes[g.result_node].completed
+            out = g.completed(g.result_node)
             assert out is not None
             result = await self.codec.decode_cached(g.result_node, out.output)
         return Outcome(g.run_id, status, result, g.reason, g)

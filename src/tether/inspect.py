@@ -272,7 +272,7 @@ def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
     result = None
     if graph.finished is not None and graph.finished.run_finished.HasField("result"):
         result = _inline(graph.finished.run_finished.result)
-    order = list(graph.order) + [n for n in graph.nodes if graph.nodes[n].completed is None]
+    order = list(graph.order) + [n for n in graph.nodes if graph.completed(n) is None]
     return {
         "format": FORMAT_VERSION,
         "run_id": graph.run_id,
