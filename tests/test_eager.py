@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 
 import pytest
 
@@ -64,6 +65,50 @@ async def test_an_exception_in_the_first_step_is_the_tasks() -> None:
     assert task.done()
     with pytest.raises(KeyError):
         task.result()
+
+
+async def test_an_eager_task_still_reports_what_asyncio_reports_when_it_is_dropped() -> None:
+    # Its __del__ skips asyncio's two for the common case; these two cases must still say.
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: reported.append(context["message"]))
+    try:
+
+        async def fails() -> None:
+            raise KeyError("never retrieved")
+
+        async def waits() -> None:
+            await loop.create_future()
+
+        start(loop, fails())  # done, its exception never retrieved
+        gc.collect()
+        pending = start(loop, waits())  # suspended, then dropped without an await
+        pending._coro.close()  # type: ignore[attr-defined]
+        del pending
+        gc.collect()
+        fine = start(loop, asyncio.sleep(0, "ok"))
+        assert not fine.done()
+        assert await fine == "ok"
+        del fine
+        gc.collect()
+    finally:
+        loop.set_exception_handler(previous)
+    assert len(reported) == 2, reported
+    assert reported[0].endswith("exception was never retrieved")
+    assert reported[1] == "Task was destroyed but it is pending!"
+
+
+async def test_an_eager_task_is_named_when_asked() -> None:
+    async def body() -> None:
+        return None
+
+    loop = asyncio.get_running_loop()
+    first, second = start(loop, body()), start(loop, body())
+    assert first.get_name().startswith("Task-") and first.get_name() != second.get_name()
+    assert first.get_name() == first.get_name()  # named once
+    second.set_name("mine")
+    assert second.get_name() == "mine" and "mine" in repr(second)
 
 
 async def test_cancelling_a_suspended_eager_task_cancels_only_it() -> None:
