@@ -100,6 +100,9 @@ class RunExecutor:
         self.codec = runtime.new_codec()
         self._failure: str | None = None
         self._pause: str | None = None
+        # Failure records made and not yet seen recorded: only then does the loop look for
+        # one in what it recorded (most batches hold none).
+        self._unnoted = 0
         # A node this code cannot execute (a kind it lacks, or a sub-agent run it cannot
         # continue): nothing more is launched and the run is given back queued (invariant 10).
         self._give_back: CannotContinue | None = None
@@ -236,7 +239,10 @@ class RunExecutor:
                 batch: list[tuple[Record, bytes]] = []
                 for nid, outcome in done:
                     del tasks[nid]
-                    batch.extend(self._collect(nid, outcome))
+                    if type(outcome) is list:  # its records: the common outcome
+                        batch += outcome
+                    else:
+                        batch += self._collect(nid, outcome)
                 if batch:
                     lock = self.append_lock
                     if not lock.take_now():  # free, as nearly always: no coroutine
@@ -245,7 +251,8 @@ class RunExecutor:
                         queue.extend(await rt.writer.commit(g, batch, epoch=self.epoch))
                     finally:
                         lock.release()
-                    self._note_failures(batch)
+                    if self._unnoted:  # a failure record is out: see if this batch holds it
+                        self._note_failures(batch)
                     if self._turn_kinds is not None:  # else learned when first needed
                         self._learn_turns(batch)
         finally:
@@ -403,6 +410,7 @@ class RunExecutor:
         g = self.graph
         for record, _ in batch:
             if record.HasField("node_failed"):
+                self._unnoted -= 1
                 nf = record.node_failed
                 # A fallback's record follows the failure in the same batch and rescues it.
                 if g.completed(nf.node_id) is None and self._failure is None:
@@ -686,6 +694,7 @@ class RunExecutor:
         self, spec: NodeSpec, exc: BaseException, attempt: int, *, retryable: bool
     ) -> tuple[Record, bytes]:
         record = node_failed(spec, exc, attempt, retryable=retryable)
+        self._unnoted += 1  # until the loop has recorded it (`_note_failures`)
         return record, encode(record)
 
 

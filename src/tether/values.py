@@ -97,9 +97,11 @@ class ValueCodec:
     def decode_now(self, value: Value) -> tuple[bool, Any]:
         """(True, the value) if it is inline JSON (or unset); (False, None) if it needs
         `decode` (sealed or in the blob store)."""
+        if data := value.json:  # inline JSON, never empty: one field read, no oneof lookup
+            return True, load_json(data)
         kind = value.WhichOneof("kind")
-        if kind == "json":
-            return True, load_json(value.json)
+        if kind == "json":  # (set, but empty: not JSON, which load_json says)
+            return True, load_json(data)
         return kind is None, None
 
     async def _decode_other(self, kind: str, value: Value) -> Any:
