@@ -112,12 +112,12 @@ def test_invariant_4_the_executors_check_of_a_plain_record_refuses_what_check_re
     with pytest.raises(GraphError) as full:
         g.check(bad)
     with pytest.raises(GraphError) as plain:
-        g.check_plain(bad.node_completed, successor)
+        g.check_plain(bad.node_completed, successor, bad.node_completed.node_id)
     assert str(plain.value) == str(full.value)
     ok = _done(_spec(next(iter(g.ready))), _spec("fresh")) if g.ready else None
     if ok is not None:  # and what check accepts, it accepts
         g.check(ok)
-        g.check_plain(ok.node_completed, "fresh")
+        g.check_plain(ok.node_completed, "fresh", ok.node_completed.node_id)
 
 
 def _used(spec: r.NodeSpec, *spawned: r.NodeSpec, cost: float) -> r.Record:

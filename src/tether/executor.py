@@ -491,8 +491,9 @@ class RunExecutor:
     async def _run_node(self, node_id: str) -> list[tuple[Record, bytes]]:
         logs.NODE_ID.set(node_id)  # this node's own task: its log lines name it
         spec = self.graph.spec(node_id)
+        kind = spec.kind  # (each read of a field builds its value again)
         try:
-            handler = self.registry.get(spec.kind)
+            handler = self.registry.get(kind)
         except UnknownNodeKind:
             # Spawned by a handler of this code, or pending from an older release: not the
             # run's failure. Invariant 10: the run is given back for code that has the kind.
@@ -500,21 +501,20 @@ class RunExecutor:
             raise CannotContinue(
                 g.run_id,
                 g.agent,
-                f"agent {g.agent!r} here has no handler for node kind {spec.kind!r} "
-                f"(node {node_id})",
-                (spec.kind,),
+                f"agent {g.agent!r} here has no handler for node kind {kind!r} (node {node_id})",
+                (kind,),
             ) from None
         inline, node_input = self.codec.decode_now(spec.input)
         if not inline:
             node_input = await self.codec.decode(spec.input)
         events = self.runtime.events
         if events.event_listeners:  # no event built for nobody: this runs for every node
-            events.emit(self.graph.run_id, node_id, {"type": "node_started", "kind": spec.kind})
-        parents = self.graph.parents_of(node_id)
+            events.emit(self.graph.run_id, node_id, {"type": "node_started", "kind": kind})
+        parents = self.graph.parents_of(node_id, spec)
         attempt = 0
         while True:
             attempt += 1
-            node = make_node(node_id, spec.kind, parents, node_input, attempt)
+            node = make_node(node_id, kind, parents, node_input, attempt)
             ctx = Context(self, node)
             started_us, t0 = now_us(), time.perf_counter()
             try:
@@ -524,7 +524,7 @@ class RunExecutor:
                     out = await _call_timed(handler, ctx, node)
                 if ctx.journal is not None:
                     ctx.journal.check_done()
-                return [await self._completed_record(spec, ctx, out, attempt, started_us, t0)]
+                return [await self._completed_record(ctx, out, attempt, started_us, t0)]
             except STOPS_NODE:  # pause, or fenced off: record nothing
                 raise
             except Exception as exc:
@@ -553,7 +553,7 @@ class RunExecutor:
                 try:
                     out = await handler.fallback(ctx, node, exc)
                     done = await self._completed_record(
-                        spec, ctx, out, attempt, started_us, t0, fallback=True
+                        ctx, out, attempt, started_us, t0, fallback=True
                     )
                 except STOPS_NODE:
                     raise
@@ -576,7 +576,6 @@ class RunExecutor:
 
     async def _completed_record(
         self,
-        spec: NodeSpec,
         ctx: Context,
         out: Any,
         attempt: int,
@@ -589,7 +588,8 @@ class RunExecutor:
         usage = ctx.usage + result.usage if result.usage else ctx.usage
         wall_ms = int((time.perf_counter() - t0) * 1000)
         # The record is filled in place: what it used, its output and its successors.
-        record = open_completed(spec)
+        node = ctx.node
+        record = open_completed(node.node_id, node.kind)
         nc = record.node_completed
         counted = usage is not NOTHING_USED and (
             usage.tokens_in or usage.tokens_out or usage.cost or usage.model_calls
@@ -612,14 +612,14 @@ class RunExecutor:
                 # rather than in `_specs`: no coroutine, no keys to compare, no joins to
                 # resolve. Slim: the one parent, this node, is left out (Graph.parents_of).
                 key = one.key if one.key is not None else "0"
-                plain = child_id(spec.node_id, key)
+                plain = child_id(node.node_id, key)
                 succ = nc.spawned.add()  # (fields set one by one: keywords cost more)
                 succ.node_id = plain
                 succ.kind = one.kind
                 if (data := self.codec.encode_into(succ.input, one.input)) is not None:
                     succ.input.CopyFrom(await self.codec.offload(data))
             else:
-                await self._specs(spec.node_id, spawns, nc.spawned)
+                await self._specs(node.node_id, spawns, nc.spawned)
         refs = await self._blob_refs(ctx, result.blobs) if ctx.attachments or result.blobs else ()
         close_completed(
             nc,
@@ -633,13 +633,13 @@ class RunExecutor:
             if spawns and plain is None:
                 self.graph.check(record)
             else:  # what it spawned is known here: not read back from the record
-                self.graph.check_plain(nc, plain)
+                self.graph.check_plain(nc, plain, node.node_id)
         except GraphError as exc:
-            raise InvalidSpawn(f"node {spec.node_id} {exc}") from None
+            raise InvalidSpawn(f"node {node.node_id} {exc}") from None
         data = encode(record)
         if len(data) > self.runtime.record_cap:
             raise RecordTooLarge(
-                self.graph.run_id, spec.node_id, len(data), self.runtime.record_cap
+                self.graph.run_id, node.node_id, len(data), self.runtime.record_cap
             )
         return record, data
 

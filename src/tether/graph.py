@@ -192,10 +192,11 @@ class Graph:
             assert not isinstance(spec, int)
         return spec
 
-    def parents_of(self, node_id: str) -> tuple[str, ...]:
+    def parents_of(self, node_id: str, spec: NodeSpec | None = None) -> tuple[str, ...]:
         """The ids of the nodes a node waited for: its spec's parents, or the node that
-        spawned it when a slim spec leaves that one parent out (KeyError if never spawned)."""
-        parents = self.spec(node_id).parent_ids
+        spawned it when a slim spec leaves that one parent out (KeyError if never spawned).
+        `spec`: the node's, if the caller has it already."""
+        parents = (spec or self.spec(node_id)).parent_ids
         if parents:
             return tuple(parents)
         spawner = self._spawners.get(node_id)
@@ -313,13 +314,14 @@ class Graph:
             case _:
                 assert_never(body)
 
-    def check_plain(self, nc: NodeCompleted, successor: str | None) -> None:
-        """`check` of a node's record that spawns nothing, or only `successor`, plain (not a
-        wait, its one parent the node: slim): the executor's common record, checked from
-        what it built instead of read back from the record. GraphError as `check` says."""
+    def check_plain(self, nc: NodeCompleted, successor: str | None, node_id: str) -> None:
+        """`check` of the record `nc` of node `node_id` that spawns nothing, or only
+        `successor`, plain (not a wait, its one parent the node: slim): the executor's
+        common record, checked from what it built instead of read back from the record.
+        GraphError as `check` says."""
         if self.started is None:
             raise GraphError("is a node_completed before run_started")
-        self._check_completed(nc.node_id, [], nc)
+        self._check_completed(node_id, [], nc)
         if successor is not None and successor in self._specs:
             raise GraphError(f"spawns node {successor}, which already exists")
 

@@ -120,7 +120,7 @@ def node_completed(
     through `at_us_of`, `started_at_us_of`, `attempt_of` and the graph's spec, which also
     read older, fuller records.
     """
-    record = open_completed(spec)
+    record = open_completed(spec.node_id, spec.kind)
     nc = record.node_completed
     set_value(nc.output, output)
     nc.spawned.extend(spawned)
@@ -137,15 +137,16 @@ def node_completed(
     return record
 
 
-def open_completed(spec: pb.NodeSpec) -> pb.Record:
+def open_completed(node_id: str, kind: str) -> pb.Record:
     """`node_completed` in two steps, for the executor's hot path: the record of node
-    `spec`, whose output and successors the caller then encodes into it in place
+    `node_id` of `kind` (the caller's strings: no field read back from its spec), whose
+    output and successors the caller then encodes into it in place
     (`record.node_completed.output`, `.spawned`: no Value or spec built and copied in),
     then `close_completed`."""
     record = pb.Record()
     nc = record.node_completed
-    nc.node_id = spec.node_id
-    nc.kind = spec.kind
+    nc.node_id = node_id
+    nc.kind = kind
     return record
 
 
