@@ -479,90 +479,95 @@ class RunExecutor:
     # -- one node --------------------------------------------------------------
 
     async def _node_task(self, node_id: str) -> None:
-        """A node's task: run it, hand its records (or what it raised) to the loop."""
+        """A node's task: run it, hand its records (or what it raised) to the loop. One
+        coroutine a node: its attempts are written here, not awaited in another."""
+        outcome: list[tuple[Record, bytes]] | BaseException
         try:
-            outcome: list[tuple[Record, bytes]] | BaseException = await self._run_node(node_id)
+            logs.NODE_ID.set(node_id)  # this node's own task: its log lines name it
+            spec = self.graph.spec(node_id)
+            kind = spec.kind  # (each read of a field builds its value again)
+            try:
+                handler = self.registry.get(kind)
+            except UnknownNodeKind:
+                # Spawned by a handler of this code, or pending from an older release: not the
+                # run's failure. Invariant 10: the run is given back for code that has the kind.
+                g = self.graph
+                raise CannotContinue(
+                    g.run_id,
+                    g.agent,
+                    f"agent {g.agent!r} here has no handler for node kind {kind!r} "
+                    f"(node {node_id})",
+                    (kind,),
+                ) from None
+            inline, node_input = self.codec.decode_now(spec.input)
+            if not inline:
+                node_input = await self.codec.decode(spec.input)
+            events = self.runtime.events
+            if events.event_listeners:  # no event built for nobody: this runs for every node
+                events.emit(self.graph.run_id, node_id, {"type": "node_started", "kind": kind})
+            parents = self.graph.parents_of(node_id, spec)
+            attempt = 0
+            while True:
+                attempt += 1
+                node = make_node(node_id, kind, parents, node_input, attempt)
+                ctx = Context(self, node)
+                started_us, t0 = now_us(), time.perf_counter()
+                try:
+                    if handler.timeout is None:
+                        out = await handler.fn(ctx, node)
+                    else:
+                        out = await _call_timed(handler, ctx, node)
+                    if ctx.journal is not None:
+                        ctx.journal.check_done()
+                    outcome = [await self._completed_record(ctx, out, attempt, started_us, t0)]
+                    break
+                except STOPS_NODE:  # pause, or fenced off: record nothing
+                    raise
+                except Exception as exc:
+                    if isinstance(exc, ExceptionGroup):
+                        # A handler's task group (a framework running tools at once) wraps a
+                        # step's pause or fence: unwrap it, so the run pauses instead of failing.
+                        stop = _first_stop(exc)
+                        if stop is not None:
+                            raise stop from exc
+                    retryable = isinstance(exc, handler.retry.retry_on) and not isinstance(
+                        exc, _PERMANENT
+                    )
+                    if retryable and attempt < handler.retry.attempts:
+                        log.info(
+                            "run %s node %s attempt %d failed: %r",
+                            self.graph.run_id,
+                            node_id,
+                            attempt,
+                            exc,
+                        )
+                        await self._backoff(handler.retry.delay(attempt))
+                        continue
+                    failed = self._failed_record(spec, exc, attempt, retryable=retryable)
+                    if handler.fallback is None:
+                        outcome = [failed]
+                        break
+                    try:
+                        out = await handler.fallback(ctx, node, exc)
+                        done = await self._completed_record(
+                            ctx, out, attempt, started_us, t0, fallback=True
+                        )
+                    except STOPS_NODE:
+                        raise
+                    except Exception as fb_exc:
+                        log.warning(
+                            "run %s node %s fallback failed: %r", self.graph.run_id, node_id, fb_exc
+                        )
+                        outcome = [failed]
+                        break
+                    outcome = [failed, done]
+                    break
+
         except asyncio.CancelledError:
             raise  # cancelled by the loop itself, which no longer waits for it
         except BaseException as exc:  # the loop judges it (pause, fail, or raise)
             outcome = exc
         self._wakeup.finished((node_id, outcome))
-
-    async def _run_node(self, node_id: str) -> list[tuple[Record, bytes]]:
-        logs.NODE_ID.set(node_id)  # this node's own task: its log lines name it
-        spec = self.graph.spec(node_id)
-        kind = spec.kind  # (each read of a field builds its value again)
-        try:
-            handler = self.registry.get(kind)
-        except UnknownNodeKind:
-            # Spawned by a handler of this code, or pending from an older release: not the
-            # run's failure. Invariant 10: the run is given back for code that has the kind.
-            g = self.graph
-            raise CannotContinue(
-                g.run_id,
-                g.agent,
-                f"agent {g.agent!r} here has no handler for node kind {kind!r} (node {node_id})",
-                (kind,),
-            ) from None
-        inline, node_input = self.codec.decode_now(spec.input)
-        if not inline:
-            node_input = await self.codec.decode(spec.input)
-        events = self.runtime.events
-        if events.event_listeners:  # no event built for nobody: this runs for every node
-            events.emit(self.graph.run_id, node_id, {"type": "node_started", "kind": kind})
-        parents = self.graph.parents_of(node_id, spec)
-        attempt = 0
-        while True:
-            attempt += 1
-            node = make_node(node_id, kind, parents, node_input, attempt)
-            ctx = Context(self, node)
-            started_us, t0 = now_us(), time.perf_counter()
-            try:
-                if handler.timeout is None:
-                    out = await handler.fn(ctx, node)
-                else:
-                    out = await _call_timed(handler, ctx, node)
-                if ctx.journal is not None:
-                    ctx.journal.check_done()
-                return [await self._completed_record(ctx, out, attempt, started_us, t0)]
-            except STOPS_NODE:  # pause, or fenced off: record nothing
-                raise
-            except Exception as exc:
-                if isinstance(exc, ExceptionGroup):
-                    # A handler's task group (a framework running tools at once) wraps a
-                    # step's pause or fence: unwrap it, so the run pauses instead of failing.
-                    stop = _first_stop(exc)
-                    if stop is not None:
-                        raise stop from exc
-                retryable = isinstance(exc, handler.retry.retry_on) and not isinstance(
-                    exc, _PERMANENT
-                )
-                if retryable and attempt < handler.retry.attempts:
-                    log.info(
-                        "run %s node %s attempt %d failed: %r",
-                        self.graph.run_id,
-                        node_id,
-                        attempt,
-                        exc,
-                    )
-                    await self._backoff(handler.retry.delay(attempt))
-                    continue
-                failed = self._failed_record(spec, exc, attempt, retryable=retryable)
-                if handler.fallback is None:
-                    return [failed]
-                try:
-                    out = await handler.fallback(ctx, node, exc)
-                    done = await self._completed_record(
-                        ctx, out, attempt, started_us, t0, fallback=True
-                    )
-                except STOPS_NODE:
-                    raise
-                except Exception as fb_exc:
-                    log.warning(
-                        "run %s node %s fallback failed: %r", self.graph.run_id, node_id, fb_exc
-                    )
-                    return [failed]
-                return [failed, done]
 
     async def _backoff(self, delay: float) -> None:
         drain = self.runtime.draining
