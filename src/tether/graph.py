@@ -321,12 +321,12 @@ class Graph:
         GraphError as `check` says."""
         if self.started is None:
             raise GraphError("is a node_completed before run_started")
-        self._check_completed(node_id, [], nc)
+        self._check_completed(node_id, (), nc)
         if successor is not None and successor in self._specs:
             raise GraphError(f"spawns node {successor}, which already exists")
 
     def _check_completed(
-        self, nid: str, spawned: list[_Spawned], nc: NodeCompleted | None = None
+        self, nid: str, spawned: Sequence[_Spawned], nc: NodeCompleted | None = None
     ) -> None:
         if nid not in self._specs:
             raise GraphError(f"completes node {nid}, which was never spawned")
@@ -346,7 +346,7 @@ class Graph:
         if wait.timer_only and not nc.wait.timed_out:
             raise GraphError(f"completes sleep {wait.key!r} by an event")
 
-    def _check_spawned(self, nid: str, spawned: list[_Spawned]) -> None:
+    def _check_spawned(self, nid: str, spawned: Sequence[_Spawned]) -> None:
         nodes = self._specs
         new: set[str] = set()
         keys: set[str] = set()
@@ -674,7 +674,7 @@ class Graph:
                 self._model_calls += used.model_calls
         self._unsummed.clear()
 
-    def _add(self, spawned: list[_Spawned], done: str = "") -> list[str]:
+    def _add(self, spawned: Sequence[_Spawned], done: str = "") -> list[str]:
         """Add spawned nodes (`done`: the node spawning them, completed already)."""
         became: list[str] = []
         specs, finished, ready = self._specs, self._done, self.ready
@@ -707,14 +707,14 @@ _Spawned = tuple[NodeSpec, str, Sequence[str]]
 
 def _split_spawned(
     nid: str, spawned: Sequence[NodeSpec], specs: dict[str, NodeSpec | int]
-) -> tuple[tuple[NodeSpec, str] | None, list[_Spawned]]:
-    """The spawns of node `nid` as (the common one, the others). The common spawn needs
-    no more checking: one new node, not a wait, whose only parent is the node just
-    recorded (a chain's next step, an agent's next turn), named (older records) or left
-    out (slim ones). Read by index: iterating a repeated field ends in an IndexError,
-    built and dropped."""
+) -> tuple[tuple[NodeSpec, str] | None, Sequence[_Spawned]]:
+    """The spawns of node `nid` as (the common one, the others; none: `()`, no list made).
+    The common spawn needs no more checking: one new node, not a wait, whose only parent
+    is the node just recorded (a chain's next step, an agent's next turn), named (older
+    records) or left out (slim ones). Read by index: iterating a repeated field ends in an
+    IndexError, built and dropped."""
     if len(spawned) != 1:
-        return None, _unpack(spawned) if spawned else []
+        return None, _unpack(spawned) if spawned else ()
     spec = spawned[0]
     sid, parents = spec.node_id, spec.parent_ids
     if (
@@ -722,7 +722,7 @@ def _split_spawned(
         and sid not in specs
         and not spec.HasField("wait")
     ):
-        return (spec, sid), []
+        return (spec, sid), ()
     return None, [(spec, sid, parents)]
 
 
