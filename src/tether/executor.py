@@ -109,7 +109,9 @@ class RunExecutor:
         # Nodes whose sub-agent run parked on its waits: this run parks with them.
         self._child_waits: dict[str, ChildWaiting] = {}
         # Set by Runtime.cancel: stop launching, cancel what is in flight, record CANCELLED.
-        self.cancelling = asyncio.Event()
+        # A flag, not an Event: nothing waits on it (the loop is poked), and the loop reads
+        # it twice a round.
+        self.cancelling = False
         self.finished = asyncio.Event()
         # Events delivered to this run while it executes here; the loop records them.
         self.accepting = True
@@ -130,7 +132,7 @@ class RunExecutor:
 
     def request_cancel(self) -> None:
         """Stop this run: in-flight nodes are cancelled unrecorded; it finishes CANCELLED."""
-        self.cancelling.set()
+        self.cancelling = True
         self._wakeup.poke()
 
     def wake(self) -> None:
@@ -178,7 +180,7 @@ class RunExecutor:
         # has any: a run without limits reads no clock and no field for them per round.
         limits, limited, counted = None, False, False
         try:
-            while not self.cancelling.is_set():
+            while not self.cancelling:
                 draining = rt.draining.is_set()
                 stopping = draining or bool(self._failure or self._pause or self._give_back)
                 if g.limits is not limits:
@@ -223,7 +225,7 @@ class RunExecutor:
                     # keep the loop to this run: let other tasks, signals and cancels in.
                     await asyncio.sleep(0)
                     unyielded = 0
-                if self.cancelling.is_set():
+                if self.cancelling:
                     # What completed meanwhile is dropped: a cancelled run records no more.
                     await self._wait_children_cancelled()
                     break
@@ -422,7 +424,7 @@ class RunExecutor:
     async def _finish(self) -> Outcome:
         g, rt = self.graph, self.runtime
         result: Any = None
-        if self.cancelling.is_set():
+        if self.cancelling:
             status = Status.CANCELLED
             record = run_finished(status, error="cancelled by request")
         elif self._failure:

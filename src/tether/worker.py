@@ -389,7 +389,7 @@ class Worker:
             # The executor records CANCELLED at our epoch and the run is released so.
             # Not executing yet (between claim and resume): the next beat asks again.
             executor = self.runtime.executing.get(run_id)
-            if executor is not None and not executor.cancelling.is_set():
+            if executor is not None and not executor.cancelling:
                 log.info("run %s: cancel requested; stopping it", run_id)
                 self.runtime.request_cancel(run_id)
         by_id = {c.run_id: c for c in held}
