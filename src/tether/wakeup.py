@@ -28,9 +28,12 @@ class Wakeup(Generic[T]):
         self._waiter: asyncio.Future[None] | None = None
 
     def finished(self, outcome: T) -> None:
-        """Hand `outcome` to the loop and wake it."""
+        """Hand `outcome` to the loop and wake it (`poke`, written out: once a node)."""
         self.outcomes.append(outcome)
-        self.poke()
+        self._poked = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def poke(self, *_: object) -> None:
         """Wake the loop (now, or at its next `wait` if it is not waiting)."""
