@@ -46,7 +46,7 @@ from tether.records import (
 )
 from tether.steps import STOPS_NODE
 from tether.store.base import Status
-from tether.values import pb_of
+from tether.values import LATER, pb_of
 from tether.waits import check_payload, due_timeouts, event_record, find_wait, wait_spec
 from tether.wakeup import Wakeup
 
@@ -501,8 +501,8 @@ class RunExecutor:
                     f"(node {node_id})",
                     (kind,),
                 ) from None
-            inline, node_input = self.codec.decode_now(spec.input)
-            if not inline:
+            node_input = self.codec.decode_now(spec.input)
+            if node_input is LATER:
                 node_input = await self.codec.decode(spec.input)
             events = self.runtime.events
             if events.event_listeners:  # no event built for nobody: this runs for every node

@@ -15,6 +15,8 @@ _VALUE_AAD = b"tether value v1"
 
 # Values whose JSON is larger than this go to the blob store; the record keeps the ref.
 DEFAULT_OFFLOAD_THRESHOLD = 4 * 1024
+# What `Codec.decode_now` says of a value it cannot give at once (no JSON value is this).
+LATER: Any = object()
 JSON_MEDIA_TYPE = "application/json"
 
 
@@ -94,15 +96,15 @@ class ValueCodec:
             return None
         return await self._decode_other(kind, value)
 
-    def decode_now(self, value: Value) -> tuple[bool, Any]:
-        """(True, the value) if it is inline JSON (or unset); (False, None) if it needs
-        `decode` (sealed or in the blob store)."""
+    def decode_now(self, value: Value) -> Any:
+        """The value if it is inline JSON (or unset); `LATER` if it needs `decode` (sealed
+        or in the blob store). No tuple: it runs for every node."""
         if data := value.json:  # inline JSON, never empty: one field read, no oneof lookup
-            return True, load_json(data)
+            return load_json(data)
         kind = value.WhichOneof("kind")
         if kind == "json":  # (set, but empty: not JSON, which load_json says)
-            return True, load_json(data)
-        return kind is None, None
+            return load_json(data)
+        return None if kind is None else LATER
 
     async def _decode_other(self, kind: str, value: Value) -> Any:
         if kind == "sealed":
