@@ -526,50 +526,53 @@ class RunExecutor:
                 except STOPS_NODE:  # pause, or fenced off: record nothing
                     raise
                 except Exception as exc:
-                    if isinstance(exc, ExceptionGroup):
-                        # A handler's task group (a framework running tools at once) wraps a
-                        # step's pause or fence: unwrap it, so the run pauses instead of failing.
-                        stop = _first_stop(exc)
-                        if stop is not None:
-                            raise stop from exc
-                    retryable = isinstance(exc, handler.retry.retry_on) and not isinstance(
-                        exc, _PERMANENT
-                    )
-                    if retryable and attempt < handler.retry.attempts:
-                        log.info(
-                            "run %s node %s attempt %d failed: %r",
-                            self.graph.run_id,
-                            node_id,
-                            attempt,
-                            exc,
-                        )
-                        await self._backoff(handler.retry.delay(attempt))
-                        continue
-                    failed = self._failed_record(spec, exc, attempt, retryable=retryable)
-                    if handler.fallback is None:
-                        outcome = [failed]
-                        break
-                    try:
-                        out = await handler.fallback(ctx, node, exc)
-                        done = await self._completed_record(
-                            ctx, out, attempt, started_us, t0, fallback=True
-                        )
-                    except STOPS_NODE:
-                        raise
-                    except Exception as fb_exc:
-                        log.warning(
-                            "run %s node %s fallback failed: %r", self.graph.run_id, node_id, fb_exc
-                        )
-                        outcome = [failed]
-                        break
-                    outcome = [failed, done]
+                    failed = await self._after_failure(spec, handler, ctx, exc, started_us, t0)
+                    if failed is None:
+                        continue  # retried, after its back-off
+                    outcome = failed
                     break
-
         except asyncio.CancelledError:
             raise  # cancelled by the loop itself, which no longer waits for it
         except BaseException as exc:  # the loop judges it (pause, fail, or raise)
             outcome = exc
         self._wakeup.finished((node_id, outcome))
+
+    async def _after_failure(
+        self,
+        spec: NodeSpec,
+        handler: HandlerSpec,
+        ctx: Context,
+        exc: Exception,
+        started_us: int,
+        t0: float,
+    ) -> list[tuple[Record, bytes]] | None:
+        """What an attempt that raised `exc` records: None to try again (after the back-off),
+        else its failure, with its fallback's record if the handler has one that returns."""
+        node, run_id = ctx.node, self.graph.run_id
+        attempt = node.attempt
+        if isinstance(exc, ExceptionGroup):
+            # A handler's task group (a framework running tools at once) wraps a step's
+            # pause or fence: unwrap it, so the run pauses instead of failing.
+            stop = _first_stop(exc)
+            if stop is not None:
+                raise stop from exc
+        retryable = isinstance(exc, handler.retry.retry_on) and not isinstance(exc, _PERMANENT)
+        if retryable and attempt < handler.retry.attempts:
+            log.info("run %s node %s attempt %d failed: %r", run_id, node.node_id, attempt, exc)
+            await self._backoff(handler.retry.delay(attempt))
+            return None
+        failed = self._failed_record(spec, exc, attempt, retryable=retryable)
+        if handler.fallback is None:
+            return [failed]
+        try:
+            out = await handler.fallback(ctx, node, exc)
+            done = await self._completed_record(ctx, out, attempt, started_us, t0, fallback=True)
+        except STOPS_NODE:
+            raise
+        except Exception as fb_exc:
+            log.warning("run %s node %s fallback failed: %r", run_id, node.node_id, fb_exc)
+            return [failed]
+        return [failed, done]
 
     async def _backoff(self, delay: float) -> None:
         drain = self.runtime.draining

@@ -196,7 +196,7 @@ class Graph:
         """The ids of the nodes a node waited for: its spec's parents, or the node that
         spawned it when a slim spec leaves that one parent out (KeyError if never spawned).
         `spec`: the node's, if the caller has it already."""
-        parents = (spec or self.spec(node_id)).parent_ids
+        parents = (spec if spec is not None else self.spec(node_id)).parent_ids
         if parents:
             return tuple(parents)
         spawner = self._spawners.get(node_id)
