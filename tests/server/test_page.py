@@ -39,9 +39,12 @@ def browser() -> Iterator[WebDriver]:
         driver.quit()
 
 
-def page_state(driver: WebDriver) -> dict[str, Any]:
-    state: dict[str, Any] = driver.execute_script(
-        "const s = window.tetherState; return {seqs: s.seqs, status: s.status,"
+def page_state(driver: WebDriver) -> dict[str, Any] | None:
+    """The page's state, or None while the tab is between two documents (a sign-in or a
+    link reloads it) and the new page's script has not run yet."""
+    state: dict[str, Any] | None = driver.execute_script(
+        "const s = window.tetherState; if (!s || !document.body) return null;"
+        " return {seqs: s.seqs, status: s.status,"
         " finished: s.finished, nodes: [...s.nodes.values()].map(n => [n.id, n.status]),"
         " drawn: document.querySelectorAll('#graph g.node').length,"
         " completedDrawn: document.querySelectorAll('#graph g.node.completed').length};"
@@ -53,7 +56,7 @@ async def wait_page(driver: WebDriver, check: Any, within: float = 60) -> dict[s
     async with asyncio.timeout(within):
         while True:
             state = page_state(driver)
-            if check(state):
+            if state is not None and check(state):
                 return state
             await asyncio.sleep(0.1)  # polling a browser: there is no event to wait on
 

@@ -80,9 +80,13 @@ async def test_the_slider_shows_the_run_at_a_seq_and_forks_from_there(
         await until(lambda: drawn(browser)["at"] == 3)
         browser.find_element(By.ID, "fork").click()
         sign_in(browser, TOKEN)
-        await until(lambda: browser.execute_script("return document.body.dataset.runId") != run_id)
+        # The tab navigates to the fork's page: between two documents there is no body.
+        shown = "return document.body ? document.body.dataset.runId : null"
+        fork_id = await until(
+            lambda: (r := browser.execute_script(shown)) not in (None, run_id) and r
+        )
         state = await wait_page(browser, lambda s: s["finished"])
-        fork_id = browser.execute_script("return document.body.dataset.runId")
+        assert browser.execute_script(shown) == fork_id
         origin = await until(lambda: browser.find_element(By.ID, "origin").text)
         assert origin == f"· forked from {run_id} at seq 3"
         assert state["status"] == "succeeded"
