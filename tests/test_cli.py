@@ -179,6 +179,10 @@ def test_budget_pause_and_resume_with_more(tmp_path: Path) -> None:
         assert refused.stdout == "" and len(refused.stderr.splitlines()) == 1, refused
         assert "paused by its budget (node limit 3 reached)" in refused.stderr
         assert "--budget nodes=+N" in refused.stderr
+        # Taken while it was read, then given back: paused still, nobody's, same reason.
+        row = next(r for r in run_ids(tmp_path) if r["run_id"] == run_id)
+        assert (row["status"], row["owner"], row["lease_until"]) == ("paused", None, None)
+        assert row["reason"] == "budget: node limit 3 reached"
     done = tether(tmp_path, "resume", run_id, "--quiet", "--budget", "nodes=+20").stdout
     assert "status: succeeded" in done
     view = json.loads(tether(tmp_path, "show", run_id, "--json").stdout)

@@ -1,7 +1,9 @@
 """Resume reads a run's log once (issue 12, recovery): a caller that loaded the run before
 taking it (`tether resume` of a paused run checks its budget first) hands the graph over,
 and the resume reads only the records appended since, and nothing when there are none (its
-RunResumed at the graph's next seq is refused if a record landed there). Every backend."""
+RunResumed at the graph's next seq is refused if a record landed there). A resume that
+loads the run itself reads it first and takes it while it is built (`take_loading`): what
+lands between the read and the take is caught up the same way. Every backend."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from tether.control import requeue
 from tether.errors import CorruptRecord
 from tether.graph import Graph
 from tether.records import decode_log, encode, run_paused
+from tether.store.base import Claim
 
 steps = Registry("test.readonce.chain", entry="step")
 
@@ -142,3 +145,50 @@ async def test_resume_refuses_the_graph_of_another_run(store: Store) -> None:
     with pytest.raises(ValueError, match=f"resume of run {second} was given the graph of {first}"):
         await rt.resume(second, budget=Budget(), graph=await rt.load(first))
     assert (await rt.load(second)).status is Status.PAUSED  # nothing recorded
+
+
+async def test_a_record_appended_between_the_read_and_the_take_is_caught_up(
+    store: Store, reads: Reads
+) -> None:
+    # The run is read, then (before the take) given more by someone else: its RunResumed
+    # with new limits lands after what was read, under a claim of its own, released.
+    rt, run_id, _ = await paused_after_one(store)
+    take = store.leases.take
+    raced: list[int] = []
+
+    async def take_after_a_requeue(
+        run: str, owner: str, ttl: float, *, force: bool = False
+    ) -> Claim | None:
+        if not raced:
+            raced.append((await rt.load(run)).next_seq)
+            store.leases.take = take  # type: ignore[method-assign]
+            await requeue(rt, run, budget=parse_change("nodes=+5"), ttl=5.0)
+        return await take(run, owner, ttl, force=force)
+
+    store.leases.take = take_after_a_requeue  # type: ignore[method-assign]
+    whole = reads.whole
+
+    done = await Runtime(store).resume(run_id)
+
+    assert raced, "the take did not run"
+    assert done.status is Status.SUCCEEDED and done.result == 2  # the requeue's limits
+    # Read whole once by the resume (and twice by the race above), then only its tail.
+    assert reads.whole == whole + 2 + 1 and reads.tails == [raced[0] - 1]
+    assert await each_recorded_once(store, run_id, 3)
+
+
+async def test_a_run_that_does_not_rebuild_after_its_take_is_given_back_paused(
+    store: Store,
+) -> None:
+    _, run_id, _ = await paused_after_one(store)
+    rows = await store.log.read_all(run_id)
+    await store.log.append(run_id, [(len(rows), rows[1])])  # a node completed twice
+    for _ in range(2):  # given back each time: the next resume is not refused as busy
+        with pytest.raises(CorruptRecord, match=f"seq {len(rows)}"):
+            await Runtime(store).resume(run_id, budget=Budget())
+        info = await store.runs.get(run_id)
+        assert info is not None and (info.status, info.owner) == (Status.PAUSED, None)
+        assert info.reason is not None
+        assert info.reason.startswith("resume could not rebuild the run: CorruptRecord")
+        assert f"seq {len(rows)}" in info.reason
+    assert await store.log.read_all(run_id) == [*rows, rows[1]]  # nothing more recorded

@@ -11,9 +11,11 @@ record by record, which names the record that does not fit.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -59,17 +61,36 @@ def applied(graph: Graph, rows: Sequence[bytes]) -> Graph:
     The cyclic collector is off meanwhile: a replay allocates a few objects a record, none
     of them garbage, and every collection it would trigger walks the growing graph (a
     50,000-node load spent more per record than a 5,000-node one)."""
+    with _replaying(graph):
+        for _ in replay_pieces(graph, rows):
+            pass
+    return graph
+
+
+async def applied_turns(graph: Graph, rows: Sequence[bytes]) -> Graph:
+    """`applied`, giving the event loop turns after each piece of rows: a statement sent
+    before it (a run's take while the run is built) is answered and goes on meanwhile, not
+    after (a round trip takes two turns: the answer read, then the waiter woken)."""
+    with _replaying(graph):
+        for _ in replay_pieces(graph, rows):
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+    return graph
+
+
+@contextmanager
+def _replaying(graph: Graph) -> Iterator[None]:
+    """The collector off (see `applied`); a record that does not fit: CorruptRecord."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        replay_rows(graph, rows)
+        yield
     except GraphError as exc:
         # A record that does not fit is not applied: next_seq is its seq.
         raise CorruptRecord(graph.run_id, graph.next_seq, f"does not replay ({exc})") from None
     finally:
         if collecting:
             gc.enable()
-    return graph
 
 
 # Rows parsed at once: a stretch of node records is read in pieces of at most this many, so
@@ -80,7 +101,15 @@ PIECE = 1024
 
 
 def replay_rows(graph: Graph, rows: Sequence[bytes]) -> None:
-    """Apply `rows` (the run's records from seq graph.next_seq on) to `graph`: the graph
+    """Apply `rows` (the run's records from seq graph.next_seq on) to `graph`: see
+    `replay_pieces`."""
+    for _ in replay_pieces(graph, rows):
+        pass
+
+
+def replay_pieces(graph: Graph, rows: Sequence[bytes]) -> Iterator[None]:
+    """Apply `rows` (the run's records from seq graph.next_seq on) to `graph`, pausing
+    after each piece of node records (`PIECE` rows at most): the graph
     `graph.replay` gives of their records, and the same GraphError or CorruptRecord at the
     same record. Stretches of node records go by columns when they have the common shape;
     every other record, and a stretch that does not fit, is decoded and replayed.
@@ -103,6 +132,7 @@ def replay_rows(graph: Graph, rows: Sequence[bytes]) -> None:
         if columns is None or not graph.apply_columns(columns, piece):
             _replay_found(graph, piece)
         i = end
+        yield
 
 
 def _replay_found(graph: Graph, rows: Sequence[bytes]) -> None:

@@ -21,9 +21,9 @@ from typing import Any
 from rich.console import Console
 
 from tether import control, logs, tracing
-from tether.budgets import parse_budget, refuse_spent
+from tether.budgets import apply_change, parse_budget, parse_change, refuse_spent
 from tether.deploys import with_waiting
-from tether.errors import RunBusy
+from tether.errors import BudgetSpent, RunBusy
 from tether.executor import Outcome
 from tether.graph import Graph
 from tether.inspect import run_view, waits_view
@@ -203,22 +203,11 @@ async def _ask(wait: dict[str, Any]) -> dict[str, Any]:
 
 
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
-    # The log is read once, here, before the run is taken (UnknownRun if it has none): it
+    # The log is read once, here, while the run is taken (UnknownRun if it has none): it
     # names the agent, holds the limits a `+N` budget adds to, and says whether the budget
     # is spent; the resume takes the run up as read (reading only what was appended since,
     # if anything was). The runs row is read only to name the owner a takeover fences.
-    graph = await new_runtime(store, args.settings).load(args.run_id)
-    budget = parse_budget(args.budget, graph) if args.budget else None
-    if graph.finished is None:
-        # Said before anything starts (the runtime refuses it again, under the lease).
-        refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
-    if args.speed is not None:
-        os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
-    models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
-    if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
-        from tether.demo.agent import demo_models
-
-        models = demo_models(args.model)
+    change = parse_change(args.budget) if args.budget else None  # a typo: refused first
     info = await store.runs.get(args.run_id) if args.force else None
     if info is not None and info.owner and not info.status.finished:
         console.print(
@@ -233,26 +222,45 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
             console.print(f"waiting: {busy}")
             announced = True
 
-    try:
-        async with models:
-            return await _execute(
-                store,
-                args,
-                lambda rt: control.resume(
-                    rt,
-                    args.run_id,
-                    budget=budget,
-                    wait=args.wait,
-                    force=args.force,
-                    on_wait=waiting,
-                    graph=graph,
-                ),
+    async with open_blobs(args.settings) as blobs:
+        runtime = new_runtime(store, args.settings, blobs=blobs)
+        claim, graph = await runtime.take_loading(args.run_id, force=args.force)
+        budget = apply_change(change, graph) if change is not None else None
+        if graph.finished is None:
+            try:  # said before the run starts (the runtime refuses it again, under the lease)
+                refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
+            except BudgetSpent:
+                if claim is not None:
+                    await runtime.give_back(claim, graph)
+                raise
+        if args.speed is not None:
+            os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
+        models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+        if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
+            from tether.demo.agent import demo_models
+
+            models = demo_models(args.model)
+        try:
+            async with models:
+                return await _execute_with(
+                    runtime,
+                    args,
+                    lambda rt: control.resume(
+                        rt,
+                        args.run_id,
+                        budget=budget,
+                        wait=args.wait,
+                        force=args.force,
+                        on_wait=waiting,
+                        graph=graph,
+                        claim=claim,
+                    ),
+                )
+        except RunBusy as busy:
+            return fail(
+                f"{busy}; `tether resume --wait` waits for its lease to end, "
+                "`--force` takes the run over now (the owner is fenced off)"
             )
-    except RunBusy as busy:
-        return fail(
-            f"{busy}; `tether resume --wait` waits for its lease to end, "
-            "`--force` takes the run over now (the owner is fenced off)"
-        )
 
 
 async def cmd_cancel(store: Store, args: argparse.Namespace) -> int:

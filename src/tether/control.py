@@ -37,16 +37,23 @@ async def resume(
     force: bool = False,
     on_wait: Callable[[RunBusy], None] | None = None,
     graph: Graph | None = None,
+    claim: Claim | None = None,
 ) -> Outcome:
-    """Take a run and continue it here (`graph`: the run as the caller loaded it already).
+    """Take a run and continue it here (`graph`: the run as the caller loaded it already;
+    `claim`: taken already, with it, by `Runtime.take_loading`).
 
     A live owner: RunBusy, or with `wait`, look again until its lease has ended (each
     refusal is passed to `on_wait`), or with `force`, take it over at once.
     """
+    if graph is None and claim is None:  # read once: a wait below catches up with it
+        claim, graph = await runtime.take_loading(run_id, force=force)
     while True:
         try:
-            return await runtime.resume(run_id, budget=budget, force=force, graph=graph)
+            return await runtime.resume(
+                run_id, budget=budget, force=force, graph=graph, claim=claim
+            )
         except RunBusy as busy:
+            claim = None  # (a claim is used once: RunBusy comes of a take of our own)
             if not wait:
                 raise
             if on_wait is not None:

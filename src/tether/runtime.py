@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from tether import eager
 from tether.blobs import BlobStore
 from tether.blobs.sealed import SealedBlobStore
 from tether.budgets import Change, refuse_spent
-from tether.columns import applied
+from tether.columns import applied, applied_turns
 from tether.compat import check_run
 from tether.core import Budget, Usage
 from tether.crypto.keyring import KeyRing
@@ -366,20 +367,26 @@ class Runtime:
         epoch: int | None = None,
         force: bool = False,
         graph: Graph | None = None,
+        claim: Claim | None = None,
     ) -> Outcome:
         """Rehydrate a run from its log and continue it (with new limits, if given).
 
         The run is taken under a lease first: RunBusy (naming the owner and the seconds left
         on its lease) if someone holds it, unless `force`, which takes it over at a new
-        epoch and so fences the old owner. With `epoch`, the caller holds it already.
-        With `graph` (the run as the caller loaded it, handed over), only the records
-        appended since are read.
+        epoch and so fences the old owner. With `epoch`, the caller holds it already (and
+        keeps it alive); with `claim` (from `take_loading`), the caller took it and this
+        keeps it alive. With `graph` (the run as the caller loaded it, handed over), only
+        the records appended since are read.
         """
-        if graph is not None and graph.run_id != run_id:
-            raise ValueError(f"resume of run {run_id} was given the graph of {graph.run_id}")
+        for what, given in (("graph", graph), ("claim", claim)):
+            if given is not None and given.run_id != run_id:
+                raise ValueError(f"resume of run {run_id} was given the {what} of {given.run_id}")
         if epoch is not None:
             return await self._resume_held(run_id, budget, epoch, graph)
-        claim = await self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force)
+        if claim is None and graph is None:  # read first, taken while it is built
+            claim, graph = await self.take_loading(run_id, force=force)
+        elif claim is None:
+            claim = await self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force)
         if claim is None:
             raise await self.not_taken(run_id, "resume")
         async with self.heartbeat.holding(claim):
@@ -427,6 +434,41 @@ class Runtime:
         except (BudgetSpent, CannotContinue, ConflictingRecord):
             return None
         return executor
+
+    async def take_loading(self, run_id: str, *, force: bool = False) -> tuple[Claim | None, Graph]:
+        """Read a run's log, then take its lease while the run is built: the claim (None
+        when it is not to be had: held, finished, unknown) and the run as read. Then
+        `resume` with both (a record appended between the read and the take is caught up
+        there, as after any earlier read), or `give_back` the claim.
+
+        A fresh process then waits for the take's round trips and its commit while it
+        builds the run (on SQLite the take runs on the store's thread; on PostgreSQL it is
+        answered in the turns the build gives the loop), not after. A run that does not
+        build gives back the lease it took, the run paused with why.
+        """
+        rows = await self.store.log.read_all(run_id)
+        if not rows:
+            raise UnknownRun(run_id)
+        taking = eager.start(
+            asyncio.get_running_loop(),
+            self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force),
+        )
+        try:
+            graph = await applied_turns(Graph(run_id), rows)
+        except BaseException as exc:
+            claim = await taking
+            if claim is not None:
+                why = f"resume could not rebuild the run: {type(exc).__name__}: {exc}"
+                await self.store.leases.release(run_id, claim.epoch, Status.PAUSED, why)
+            raise
+        return await taking, graph
+
+    async def give_back(self, claim: Claim, graph: Graph) -> None:
+        """Release a claim from `take_loading` of a paused run that is not resumed after
+        all (its budget is spent): paused again, for the reason its log gives."""
+        await self.store.leases.release(
+            claim.run_id, claim.epoch, Status.PAUSED, graph.reason or None
+        )
 
     async def not_taken(self, run_id: str, what: str) -> TetherError:
         """Why a run could not be taken: UnknownRun, RunNotResumable or RunBusy."""
