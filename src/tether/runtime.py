@@ -455,11 +455,11 @@ class Runtime:
         )
         try:
             graph = await applied_turns(Graph(run_id), rows)
-        except BaseException as exc:
-            claim = await taking
-            if claim is not None:
+        except BaseException as exc:  # (what the take raised, if it did, says less)
+            (taken,) = await asyncio.gather(taking, return_exceptions=True)
+            if isinstance(taken, Claim):
                 why = f"resume could not rebuild the run: {type(exc).__name__}: {exc}"
-                await self.store.leases.release(run_id, claim.epoch, Status.PAUSED, why)
+                await self.store.leases.release(run_id, taken.epoch, Status.PAUSED, why)
             raise
         return await taking, graph
 
