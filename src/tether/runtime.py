@@ -442,10 +442,15 @@ class Runtime:
         there, as after any earlier read), or `give_back` the claim.
 
         A fresh process then waits for the take's round trips and its commit while it
-        builds the run (on SQLite the take runs on the store's thread; on PostgreSQL it is
-        answered in the turns the build gives the loop), not after. A run that does not
-        build gives back the lease it took, the run paused with why.
+        builds the run (answered in the turns the build gives the loop), not after; on a
+        store whose statements wait for the build instead (`Store.io_beside_work`: SQLite)
+        the take follows it. A run that does not build gives back the lease it took, the
+        run paused with why.
         """
+        if not self.store.io_beside_work:
+            graph = await self.load(run_id)
+            claim = await self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force)
+            return claim, graph
         rows = await self.store.log.read_all(run_id)
         if not rows:
             raise UnknownRun(run_id)

@@ -384,6 +384,12 @@ class Store(ABC):
     schedules: Schedules
     forks: ForkTable
     workers: Workers
+    # Whether a statement in flight goes on while this process computes: its I/O is the
+    # event loop's (a socket, answered in the turns the work gives; `Runtime.take_loading`
+    # then takes a run while building it). False where the statement runs on a thread
+    # that needs the interpreter's lock the work holds (SQLite): there the work waits for
+    # nothing, and the statement after it.
+    io_beside_work: bool = True
 
     @abstractmethod
     async def open(self) -> None:
