@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
-from tether import control, logs, tracing
+from tether import control, eager, logs, tracing
 from tether.budgets import apply_change, parse_budget, parse_change, refuse_spent
 from tether.deploys import with_waiting
 from tether.errors import BudgetSpent, RunBusy
@@ -100,10 +100,17 @@ async def _execute(
 
 
 async def _execute_with(
-    runtime: Runtime, args: argparse.Namespace, go: Callable[[Runtime], Awaitable[Outcome]]
+    runtime: Runtime,
+    args: argparse.Namespace,
+    go: Callable[[Runtime], Awaitable[Outcome]],
+    *,
+    signals: bool = True,
 ) -> int:
+    """Run `go(runtime)` with the live display and print its outcome; `signals=False`: the
+    caller put the drain on SIGTERM and SIGINT already."""
     store = runtime.store
-    _drain_on_signals(runtime)
+    if signals:
+        _drain_on_signals(runtime)
     if getattr(args, "stop_after", None):
         _kill_after(runtime, args.stop_after)
 
@@ -224,7 +231,13 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
 
     async with open_blobs(args.settings) as blobs:
         runtime = new_runtime(store, args.settings, blobs=blobs)
-        claim, graph = await runtime.take_loading(args.run_id, force=args.force)
+        # The log's read is sent first; a signal drains from then on (the run may be taken
+        # before it is built), and its handlers go in while the read is answered.
+        loading = eager.start(
+            asyncio.get_running_loop(), runtime.take_loading(args.run_id, force=args.force)
+        )
+        _drain_on_signals(runtime)
+        claim, graph = await loading
         budget = apply_change(change, graph) if change is not None else None
         if graph.finished is None:
             try:  # said before the run starts (the runtime refuses it again, under the lease)
@@ -255,6 +268,7 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
                         graph=graph,
                         claim=claim,
                     ),
+                    signals=False,
                 )
         except RunBusy as busy:
             return fail(
