@@ -12,7 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    JavascriptException,
+    NoSuchElementException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -45,13 +50,28 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 
 async def until(check: Any, within: float = 60) -> Any:
-    """Poll the browser until `check()` is truthy; there is no event to wait on."""
-    async with asyncio.timeout(within):
-        while True:
-            value = check()
-            if value:
-                return value
-            await asyncio.sleep(0.1)
+    """Poll the browser until `check()` is truthy; there is no event to wait on. A tab
+    between two documents (a sign-in or a link navigates it) has no elements and no body
+    yet: what `check` raises for that counts as not yet, and the last of it is raised if
+    `check` never passes."""
+    failed: WebDriverException | None = None
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                try:
+                    value = check()
+                except _BETWEEN_DOCUMENTS as exc:
+                    failed, value = exc, None
+                if value:
+                    return value
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        if failed is not None:
+            raise failed from None
+        raise
+
+
+_BETWEEN_DOCUMENTS = (NoSuchElementException, StaleElementReferenceException, JavascriptException)
 
 
 async def finish(client: TetherClient, run_id: str) -> str:
