@@ -11,6 +11,8 @@ log that does not fit must fail at the same record with the same message.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
@@ -21,6 +23,7 @@ from hypothesis import strategies as st
 from tether import columns
 from tether import records as r
 from tether.columns import replay_rows
+from tether.errors import CorruptRecord
 from tether.graph import Graph, GraphError
 from tether.status import Status
 
@@ -310,6 +313,32 @@ def test_invariant_5_rows_read_by_columns_in_small_pieces_give_the_same_graph(
         assert _rows_run(log, pieces) == _run(log, batched=False)
     finally:
         columns.PIECE = saved
+
+
+@settings(deadline=None)
+@given(logs(), st.integers(1, 4))
+def test_invariant_5_a_build_that_gives_the_loop_turns_gives_the_graph_applied_gives(
+    log: list[r.Record], size: int
+) -> None:
+    # A resume builds the run while its lease is taken (`columns.applied_turns`: loop turns
+    # after each piece of rows): the replay `applied` makes, the same misfit at the same seq.
+    rows = [r.encode(record) for record in log]
+
+    def built(build: Callable[[Graph], object]) -> tuple[dict[str, Any], str | None]:
+        g, error = Graph("run"), None
+        try:
+            build(g)
+        except CorruptRecord as exc:
+            error = str(exc)
+        return _state(g), error
+
+    saved, columns.PIECE = columns.PIECE, size
+    try:
+        plain = built(lambda g: columns.applied(g, rows))
+        turned = built(lambda g: asyncio.run(columns.applied_turns(g, rows)))
+    finally:
+        columns.PIECE = saved
+    assert turned == plain
 
 
 @settings(deadline=None)

@@ -70,6 +70,15 @@ async def paused_after_one(store: Store) -> tuple[Runtime, str, Graph]:
     return rt, run_id, await rt.load(run_id)
 
 
+async def recorded_twice(store: Store) -> tuple[Runtime, str, Graph, list[bytes]]:
+    """`paused_after_one`, then a record no graph accepts appended after its load (a node
+    completed again) at the log's next seq; and the rows before it."""
+    rt, run_id, graph = await paused_after_one(store)
+    rows = await store.log.read_all(run_id)
+    await store.log.append(run_id, [(len(rows), rows[1])])
+    return rt, run_id, graph, rows
+
+
 async def each_recorded_once(store: Store, run_id: str, nodes: int) -> bool:
     ids = await completed_ids(store, run_id)
     return len(ids) == len(set(ids)) == nodes
@@ -128,10 +137,7 @@ async def test_a_stale_graph_that_looks_spent_is_caught_up_before_refusing(
 async def test_a_record_appended_since_that_does_not_fit_is_named_by_its_seq(
     store: Store,
 ) -> None:
-    rt, run_id, graph = await paused_after_one(store)
-    rows = await store.log.read_all(run_id)
-    # A node completed again: a record no graph accepts, appended after the load.
-    await store.log.append(run_id, [(len(rows), rows[1])])
+    rt, run_id, graph, rows = await recorded_twice(store)
     await store.log.append(run_id, [(len(rows) + 1, encode(run_paused("again")))])
     with pytest.raises(CorruptRecord, match=f"seq {len(rows)}"):
         await rt.catch_up(graph)
@@ -147,11 +153,12 @@ async def test_resume_refuses_the_graph_of_another_run(store: Store) -> None:
     assert (await rt.load(second)).status is Status.PAUSED  # nothing recorded
 
 
-async def test_a_record_appended_between_the_read_and_the_take_is_caught_up(
+async def test_invariant_4_a_record_appended_between_the_read_and_the_take_is_caught_up(
     store: Store, reads: Reads
 ) -> None:
     # The run is read, then (before the take) given more by someone else: its RunResumed
-    # with new limits lands after what was read, under a claim of its own, released.
+    # with new limits lands after what was read, under a claim of its own, released. The
+    # resume's own RunResumed at that seq is refused, not written over, and the tail read.
     rt, run_id, _ = await paused_after_one(store)
     take = store.leases.take
     raced: list[int] = []
@@ -180,9 +187,7 @@ async def test_a_record_appended_between_the_read_and_the_take_is_caught_up(
 async def test_a_run_that_does_not_rebuild_after_its_take_is_given_back_paused(
     store: Store,
 ) -> None:
-    _, run_id, graph = await paused_after_one(store)
-    rows = await store.log.read_all(run_id)
-    await store.log.append(run_id, [(len(rows), rows[1])])  # a node completed twice
+    _, run_id, graph, rows = await recorded_twice(store)
     for _ in range(2):  # given back each time: the next resume is not refused as busy
         with pytest.raises(CorruptRecord, match=f"seq {len(rows)}"):
             await Runtime(store).resume(run_id, budget=Budget())

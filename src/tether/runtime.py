@@ -307,14 +307,19 @@ class Runtime:
     async def load(self, run_id: str, *, at_seq: int | None = None) -> Graph:
         """Rehydrate a run: read its log in seq order, decode, apply. With `at_seq`, the run
         as it was once the record at that seq was applied (UnknownSeq if it has none)."""
-        rows = await self.store.log.read_all(run_id)
-        if not rows:
-            raise UnknownRun(run_id)
+        rows = await self._rows(run_id)
         if at_seq is not None:
             if not 0 <= at_seq < len(rows):
                 raise UnknownSeq(run_id, at_seq, len(rows) - 1)
             rows = rows[: at_seq + 1]
         return applied(Graph(run_id), rows)
+
+    async def _rows(self, run_id: str) -> list[bytes]:
+        """The run's whole log; UnknownRun if it has none."""
+        rows = await self.store.log.read_all(run_id)
+        if not rows:
+            raise UnknownRun(run_id)
+        return rows
 
     async def catch_up(self, graph: Graph) -> Graph:
         """Bring a graph loaded earlier up to date: read and apply only the records its run
@@ -451,9 +456,7 @@ class Runtime:
             graph = await self.load(run_id)
             claim = await self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force)
             return claim, graph
-        rows = await self.store.log.read_all(run_id)
-        if not rows:
-            raise UnknownRun(run_id)
+        rows = await self._rows(run_id)
         taking = eager.start(
             asyncio.get_running_loop(),
             self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force),
