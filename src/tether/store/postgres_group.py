@@ -91,14 +91,22 @@ class GroupCommit(Generic[W]):
             f"undecided_{self._noun}": self._undecided,
         }
 
-    async def submit(self, w: W) -> int:
-        """w's verdict, from `alone(w)` or from a shared statement."""
+    def enter(self) -> bool:
+        """Whether a statement may go out alone now; if so it counts as in flight until
+        `leave()`. For a caller that sends its statement itself: `submit`'s first case
+        without a waiter or a coroutine, on the path of every node's record."""
         if self.inflight < self.statements or self.statements == 0:
             self.inflight += 1
+            return True
+        return False
+
+    async def submit(self, w: W) -> int:
+        """w's verdict, from `alone(w)` or from a shared statement."""
+        if self.enter():
             try:
                 return await self._alone(w)
             finally:
-                self._release()
+                self.leave()
         done: asyncio.Future[int | list[Waiter]] = asyncio.get_running_loop().create_future()
         w.done = done
         self._queue.append(w)
@@ -112,14 +120,14 @@ class GroupCommit(Generic[W]):
             try:
                 got = await self._lead(got)
             finally:
-                self._release()
+                self.leave()
         if got == ALONE:
             self._undecided += 1
             self.inflight += 1
             try:
                 return await self._alone(w)
             finally:
-                self._release()
+                self.leave()
         return got
 
     def _abdicate(self, got: int | list[Waiter]) -> None:
@@ -128,9 +136,9 @@ class GroupCommit(Generic[W]):
             for w in got[1:]:
                 if not w.done.done():
                     w.done.set_result(ALONE)
-            self._release()
+            self.leave()
 
-    def _release(self) -> None:
+    def leave(self) -> None:
         """One statement less in flight: hand what queued meanwhile to a new leader."""
         self.inflight -= 1
         queue = self._queue

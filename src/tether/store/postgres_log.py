@@ -21,6 +21,9 @@ from tether.store.queries import load_queries
 
 Q = load_queries("postgres")
 _SEQ = itemgetter(0)
+# The command tag of an append that inserted its one row: the common outcome, compared
+# instead of parsed.
+_ONE_ROW = "INSERT 0 1"
 
 
 def _unique(run_id: str, entries: Sequence[tuple[int, bytes]]) -> Sequence[tuple[int, bytes]]:
@@ -82,20 +85,49 @@ class PostgresLog(LogStore):
     async def append(
         self, run_id: str, entries: Sequence[tuple[int, bytes]], *, epoch: int | None = None
     ) -> None:
+        group = self._group
+        if len(entries) == 1 and group.enter():
+            # A node's record while a statement may go out alone: most appends. Sent from
+            # here, as `_insert` would, without a waiter, its lists or the group's coroutine.
+            seq, record = entries[0]
+            try:
+                got = await (
+                    self._lanes.execute(Q["append_one"], run_id, seq, record)
+                    if epoch is None
+                    else self._lanes.execute(Q["append_one_fenced"], run_id, seq, record, epoch)
+                )
+            finally:
+                group.leave()
+            if got == _ONE_ROW:
+                self._notifier.note(run_id, seq)
+                return
+            await self._judge(run_id, entries, [seq], epoch, self._inserted(got))
+            return
         entries = _unique(run_id, entries)
         if not entries:
             return
-        if len(entries) == 1:  # a node's record: most appends
+        if len(entries) == 1:
             seq, record = entries[0]
             seqs, records = [seq], [record]
         else:
             seqs = [seq for seq, _ in entries]
             records = [record for _, record in entries]
-        inserted = await self._group.submit(Append(run_id, seqs, records, epoch))
+        inserted = await group.submit(Append(run_id, seqs, records, epoch))
         if inserted == len(entries):
             self._notifier.note(run_id, seqs[-1])
             return
-        # The slow path, only for retries, conflicts and fenced-off appends.
+        await self._judge(run_id, entries, seqs, epoch, inserted)
+
+    async def _judge(
+        self,
+        run_id: str,
+        entries: Sequence[tuple[int, bytes]],
+        seqs: list[int],
+        epoch: int | None,
+        inserted: int,
+    ) -> None:
+        """After an append that inserted fewer rows than it carried: the slow path, only
+        for retries, conflicts and fenced-off appends (`judge_append` decides)."""
         async with self._db.connection() as conn:
             rows = await conn.fetch(Q["records_at"], run_id, seqs)
             current = await conn.fetchval(Q["run_epoch"], run_id) if epoch is not None else None
@@ -119,11 +151,18 @@ class PostgresLog(LogStore):
             got = await self._lanes.execute(
                 Q["append_one_fenced"], run_id, seqs[0], records[0], epoch
             )
+        return self._inserted(got)
+
+    def _inserted(self, got: str | asyncpg.PostgresError) -> int:
+        """The rows an append statement inserted (0: nothing landed), from its command tag;
+        a refusal other than the taken-seq signal comes out as tether's error."""
         if isinstance(got, str):
             return rowcount(got)
-        if isinstance(got, asyncpg.NotNullViolationError) and got.column_name == "seq":
-            # The statement's signal that a different record holds one of these seqs: it
-            # aborted, so nothing of this call landed.
+        if isinstance(got, asyncpg.UniqueViolationError) or (
+            isinstance(got, asyncpg.NotNullViolationError) and got.column_name == "seq"
+        ):
+            # A taken seq (one record's plain INSERT: any record; several records' ON
+            # CONFLICT: a different one): the statement aborted, nothing of it landed.
             return 0
         raise refused(self._db.where, got) from got
 
