@@ -10,7 +10,9 @@ half the queue is running, for each way of claiming:
   about 0.6x of the bare claim, as the claim before flow control measured: it also looks
   for due parked runs, drained and orphaned ones, and pins versions);
 - with keys and priorities but no limit (the ordered claim: priorities, keys in turns);
-- with a limit per key that never binds (the ordered claim, taking turns under the lock).
+- with a limit per key that never binds (the ordered claim, taking turns under the lock);
+- the same over 200 keys (25 queued runs each at full size): a claim ranks up to 33 runs
+  of every key, so its cost grows with the keys that have runs queued.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tether.store.limits import ConcurrencyLimit
 
 AGENT = "bench.flow"
 KEYS = 10
+MANY_KEYS = 200
 CLAIMERS = 4
 PLAIN = """
 UPDATE runs SET status = 'running', owner = $1, epoch = runs.epoch + 1,
@@ -41,10 +44,10 @@ FROM generate_series(1, $4) AS i
 """
 
 
-async def _queue(store: Store, n: int, keyed: bool) -> None:
+async def _queue(store: Store, n: int, keyed: bool, keys: int = KEYS) -> None:
     pool = pg_pool(store)
     await pool.execute("TRUNCATE runs, run_limits")
-    await pool.execute(QUEUE, AGENT, keyed, KEYS, n)
+    await pool.execute(QUEUE, AGENT, keyed, keys, n)
     await pool.execute("ANALYZE runs")
 
 
@@ -88,6 +91,10 @@ async def _measure(settings: Settings) -> list[Line]:
             if limited:  # a slot per key for every run: it never binds, it is only counted
                 await store.limits.set(ConcurrencyLimit(AGENT, queued, each_key=True))
             rates[name] = await _rate(claims, claim)
+        # Many keys: fewer claims (each ranks every key's first runs), the same queue size.
+        await _queue(store, queued, True, MANY_KEYS)
+        await store.limits.set(ConcurrencyLimit(AGENT, queued, each_key=True))
+        rates["many"] = await _rate(settings.size(40, 200), tether_claim)
     finally:
         await store.close()
     floor = "the plain SKIP LOCKED claim"
@@ -99,6 +106,8 @@ async def _measure(settings: Settings) -> list[Line]:
              "claims/s", floor, rates["plain"]),
         Line("flow_claims", f"claims/s, a limit per key ({size})", rates["limits"],
              "claims/s", floor, rates["plain"]),
+        Line("flow_claims", f"claims/s, a limit per key, {MANY_KEYS} keys ({size})",
+             rates["many"], "claims/s", floor, rates["plain"]),
     ]  # fmt: skip
 
 

@@ -238,3 +238,17 @@ async def test_turns_count_every_agent_s_runs_of_a_key_however_many_are_queued(
     assert await claimed(store, 1) == ["t"]
     assert await claimed(store, 1) == ["r"]
     assert await claimed(store, 1) == []
+
+
+async def test_a_key_limit_holds_in_one_claim_while_every_run_of_its_key_is_ranked(
+    store: Store,
+) -> None:
+    # Agent a has more runs of key K queued than a claim ranks of one (agent, key), and b
+    # has one too: the claim then ranks every runnable run (turns of K count both agents),
+    # and a's runs of K are still admitted only up to K's limit within the one claim.
+    await store.limits.set(ConcurrencyLimit("a", 2, key="K"))
+    for i in range(MANY + 10):
+        await add(store, f"k{i}", "K")
+    await add(store, "r", "K", agent="b")
+    assert sorted(await claimed(store, 5)) == ["k0", "k1", "r"]
+    assert await claimed(store, 5) == []

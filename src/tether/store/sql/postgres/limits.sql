@@ -124,11 +124,14 @@ WITH RECURSIVE pairs AS (
                                  WHERE o.ckey = t.ckey AND o.agent <> t.agent)) AS yes
 ), cand AS (
     -- "C": ranking sorts these texts, byte order is as good an order and many times faster.
-    SELECT run_id, agent, ckey, priority, created_at FROM numbered
+    -- n: the run's rank within its (agent, key), as `numbered` ranks them.
+    SELECT run_id, agent, ckey, priority, created_at, n FROM numbered
     WHERE n <= $2 + 32 AND NOT (SELECT yes FROM whole)
     UNION ALL
     SELECT run_id COLLATE "C", agent COLLATE "C", concurrency_key COLLATE "C", priority,
-           created_at
+           created_at,
+           row_number() OVER (PARTITION BY agent COLLATE "C", concurrency_key COLLATE "C"
+                              ORDER BY priority DESC, created_at, run_id COLLATE "C")
     FROM (SELECT run_id, agent, concurrency_key, priority, created_at FROM mine
           WHERE status = 'queued'
           UNION ALL
@@ -141,9 +144,9 @@ WITH RECURSIVE pairs AS (
       AND lease_until >= extract(epoch FROM clock_timestamp())
     GROUP BY agent, concurrency_key
 ), served AS (
-    SELECT ckey, sum(n) AS n FROM held GROUP BY ckey
+    SELECT ckey, sum(n)::bigint AS n FROM held GROUP BY ckey
 ), agent_held AS (
-    SELECT agent, sum(n) AS n FROM held GROUP BY agent
+    SELECT agent, sum(n)::bigint AS n FROM held GROUP BY agent
 ), served_at AS (
     -- When each key was last served (its latest run taken or finished, through
     -- runs_served_idx): within a turn the key served longest ago goes first, so keys
@@ -152,14 +155,12 @@ WITH RECURSIVE pairs AS (
                     WHERE r.parent_run_id IS NULL AND r.status <> 'queued'
                       AND r.concurrency_key = k.ckey COLLATE "default") AS at
     FROM (SELECT DISTINCT ckey FROM cand) AS k
-), ranked AS (
+), ranked AS NOT MATERIALIZED (
     SELECT c.*,
            row_number() OVER (PARTITION BY c.priority, c.ckey
                               ORDER BY c.created_at, c.run_id)
              + coalesce(s.n, 0) AS turn,
-           row_number() OVER (PARTITION BY c.agent, c.ckey
-                              ORDER BY c.priority DESC, c.created_at, c.run_id)
-             + coalesce(h.n, 0) AS key_slot,
+           c.n + coalesce(h.n, 0) AS key_slot,
            coalesce(own.max_running, each.max_running) AS key_cap, sa.at AS served_at
     FROM cand c
     LEFT JOIN served_at sa ON sa.ckey = c.ckey
@@ -169,7 +170,16 @@ WITH RECURSIVE pairs AS (
          AND own.concurrency_key = c.ckey AND NOT own.each_key
     LEFT JOIN run_limits each ON c.ckey <> '' AND each.agent = c.agent
          AND each.concurrency_key = '' AND each.each_key
+), agent_wide AS (
+    -- Whether an agent has a limit over all its keys: only then are the candidates ranked
+    -- within their agent (a sort of all of them, in the order below), else that rank is
+    -- never compared.
+    SELECT EXISTS (SELECT 1 FROM run_limits
+                   WHERE concurrency_key = '' AND NOT each_key) AS yes
 ), key_ok AS (
+    SELECT r.*, NULL::bigint AS agent_slot, NULL::integer AS agent_cap FROM ranked r
+    WHERE (r.key_cap IS NULL OR r.key_slot <= r.key_cap) AND NOT (SELECT yes FROM agent_wide)
+    UNION ALL
     SELECT r.*,
            row_number() OVER (PARTITION BY r.agent
                               ORDER BY r.priority DESC, r.turn, r.served_at NULLS FIRST,
@@ -180,7 +190,7 @@ WITH RECURSIVE pairs AS (
     LEFT JOIN agent_held a ON a.agent = r.agent
     LEFT JOIN run_limits whole ON whole.agent = r.agent
          AND whole.concurrency_key = '' AND NOT whole.each_key
-    WHERE r.key_cap IS NULL OR r.key_slot <= r.key_cap
+    WHERE (r.key_cap IS NULL OR r.key_slot <= r.key_cap) AND (SELECT yes FROM agent_wide)
 ), first AS (
     -- The first few in order: the rows locked below (SKIP LOCKED passes over some).
     SELECT run_id, priority, turn, served_at, created_at FROM key_ok
