@@ -69,15 +69,17 @@ WITH cand AS (
                     WHERE r.parent_run_id IS NULL AND r.status <> 'queued'
                       AND r.concurrency_key = k.ckey) AS at
     FROM (SELECT DISTINCT ckey FROM cand) AS k
-), ranked AS (
-    SELECT c.*,
-           row_number() OVER (PARTITION BY c.priority, c.ckey
-                              ORDER BY c.created_at, c.run_id)
-             + coalesce(s.n, 0) AS turn,
-           row_number() OVER (PARTITION BY c.agent, c.ckey
-                              ORDER BY c.priority DESC, c.created_at, c.run_id)
-             + coalesce(h.n, 0) AS key_slot,
-           coalesce(own.max_running, each.max_running) AS key_cap, sa.at AS served_at
+), limits AS (
+    -- Which ranks the claim compares, so that only those are made (each a sort of every
+    -- candidate): a run's slot within its key while a key has a limit, its slot within its
+    -- agent while an agent has a limit over all its keys.
+    SELECT EXISTS (SELECT 1 FROM run_limits WHERE concurrency_key <> '' OR each_key)
+             AS keyed,
+           EXISTS (SELECT 1 FROM run_limits WHERE concurrency_key = '' AND NOT each_key)
+             AS agent_wide
+), capped AS (
+    SELECT c.*, coalesce(own.max_running, each.max_running) AS key_cap, sa.at AS served_at,
+           coalesce(s.n, 0) AS served_n, coalesce(h.n, 0) AS held_n
     FROM cand c
     LEFT JOIN served_at sa ON sa.ckey = c.ckey
     LEFT JOIN held h ON h.agent = c.agent AND h.ckey = c.ckey
@@ -86,7 +88,29 @@ WITH cand AS (
          AND own.concurrency_key = c.ckey AND NOT own.each_key
     LEFT JOIN run_limits each ON c.ckey <> '' AND each.agent = c.agent
          AND each.concurrency_key = '' AND each.each_key
+), ranked AS (
+    SELECT c.*,
+           row_number() OVER (PARTITION BY c.priority, c.ckey
+                              ORDER BY c.created_at, c.run_id)
+             + c.served_n AS turn,
+           NULL AS key_slot
+    FROM capped c
+    WHERE NOT (SELECT keyed FROM limits)
+    UNION ALL
+    SELECT c.*,
+           row_number() OVER (PARTITION BY c.priority, c.ckey
+                              ORDER BY c.created_at, c.run_id)
+             + c.served_n AS turn,
+           row_number() OVER (PARTITION BY c.agent, c.ckey
+                              ORDER BY c.priority DESC, c.created_at, c.run_id)
+             + c.held_n AS key_slot
+    FROM capped c
+    WHERE (SELECT keyed FROM limits)
 ), key_ok AS (
+    SELECT r.*, NULL AS agent_slot, NULL AS agent_cap FROM ranked r
+    WHERE (r.key_cap IS NULL OR r.key_slot <= r.key_cap)
+      AND NOT (SELECT agent_wide FROM limits)
+    UNION ALL
     SELECT r.*,
            row_number() OVER (PARTITION BY r.agent
                               ORDER BY r.priority DESC, r.turn, r.served_at NULLS FIRST,
@@ -97,7 +121,8 @@ WITH cand AS (
     LEFT JOIN agent_held a ON a.agent = r.agent
     LEFT JOIN run_limits whole ON whole.agent = r.agent
          AND whole.concurrency_key = '' AND NOT whole.each_key
-    WHERE r.key_cap IS NULL OR r.key_slot <= r.key_cap
+    WHERE (r.key_cap IS NULL OR r.key_slot <= r.key_cap)
+      AND (SELECT agent_wide FROM limits)
 )
 SELECT run_id FROM key_ok
 WHERE agent_cap IS NULL OR agent_slot <= agent_cap
