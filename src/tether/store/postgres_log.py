@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from operator import itemgetter
 
 import asyncpg
@@ -91,11 +91,7 @@ class PostgresLog(LogStore):
             # here, as `_insert` would, without a waiter, its lists or the group's coroutine.
             seq, record = entries[0]
             try:
-                got = await (
-                    self._lanes.execute(Q["append_one"], run_id, seq, record)
-                    if epoch is None
-                    else self._lanes.execute(Q["append_one_fenced"], run_id, seq, record, epoch)
-                )
+                got = await self._one(run_id, seq, record, epoch)
             finally:
                 group.leave()
             if got == _ONE_ROW:
@@ -145,13 +141,17 @@ class PostgresLog(LogStore):
                 got = await self._lanes.execute(Q["append"], run_id, seqs, records)
             else:
                 got = await self._lanes.execute(Q["append_fenced"], run_id, seqs, records, epoch)
-        elif epoch is None:  # a node's record: a VALUES row, cheaper than unnest
-            got = await self._lanes.execute(Q["append_one"], run_id, seqs[0], records[0])
         else:
-            got = await self._lanes.execute(
-                Q["append_one_fenced"], run_id, seqs[0], records[0], epoch
-            )
+            got = await self._one(run_id, seqs[0], records[0], epoch)
         return self._inserted(got)
+
+    def _one(
+        self, run_id: str, seq: int, record: bytes, epoch: int | None
+    ) -> Awaitable[str | asyncpg.PostgresError]:
+        """One record's statement on a lane: a VALUES row, cheaper than unnest."""
+        if epoch is None:
+            return self._lanes.execute(Q["append_one"], run_id, seq, record)
+        return self._lanes.execute(Q["append_one_fenced"], run_id, seq, record, epoch)
 
     def _inserted(self, got: str | asyncpg.PostgresError) -> int:
         """The rows an append statement inserted (0: nothing landed), from its command tag;
