@@ -106,6 +106,11 @@ CREATE INDEX schedules_next_idx ON schedules (next_at);
 -- while no run has a key or a priority).
 CREATE INDEX runs_flow_idx ON runs (priority)
     WHERE parent_run_id IS NULL AND status = 'queued' AND (concurrency_key <> '' OR priority <> 0);
+-- The ordered claim ranks only the first few queued runs of each (agent, key): this index
+-- finds the pairs and each pair's first runs in claim order (migrations/0015_flow_queue.sql).
+CREATE INDEX runs_queue_idx ON runs (agent, concurrency_key, priority DESC, created_at,
+                                     run_id)
+    WHERE parent_run_id IS NULL AND status = 'queued';
 
 -- Slots: the live running runs of an agent, by key.
 CREATE INDEX runs_held_idx ON runs (agent, concurrency_key)
