@@ -12,15 +12,18 @@ half the queue is running, for each way of claiming:
 - with keys and priorities but no limit (the ordered claim: priorities, keys in turns);
 - with a limit per key that never binds (the ordered claim, taking turns under the lock);
 - the same over 200 keys (25 queued runs each at full size): a claim ranks up to 33 runs
-  of every key, so its cost grows with the keys that have runs queued.
+  of every key, so its cost grows with the keys that have runs queued;
+- SQLite's ordered claim with a limit per key, one claimer (claims hold the file's write
+  lock), over 10 and 200 keys, against SQLite's plain claim of the same queue unkeyed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 
-from bench.common import Line, Settings, open_pg, pg_pool
+from bench.common import Line, Settings, open_pg, open_sqlite, pg_pool
 from tether.store import Store
 from tether.store.limits import ConcurrencyLimit
 
@@ -49,6 +52,42 @@ async def _queue(store: Store, n: int, keyed: bool, keys: int = KEYS) -> None:
     await pool.execute("TRUNCATE runs, run_limits")
     await pool.execute(QUEUE, AGENT, keyed, keys, n)
     await pool.execute("ANALYZE runs")
+
+
+SQLITE_QUEUE = """
+INSERT INTO runs (run_id, agent, status, created_at, updated_at, concurrency_key, priority)
+VALUES (?, ?, 'queued', ?, ?, ?, ?)
+"""
+
+
+async def _sqlite_rate(settings: Settings, queued: int, keys: int) -> float:
+    """Claims/s of one claimer on SQLite, `queued` runs over `keys` keys (0: unkeyed, no
+    limit: the plain claim), a limit per key that never binds."""
+    store = await open_sqlite(settings, f"flow-{keys}")
+    try:
+        path = store._db.path  # type: ignore[attr-defined]
+        with sqlite3.connect(path) as conn:  # one transaction: not a commit a run
+            conn.executemany(
+                SQLITE_QUEUE,
+                [
+                    (f"q{i}", AGENT, i, i, f"k{i % keys}" if keys else "", i % 3 if keys else 0)
+                    for i in range(queued)
+                ],
+            )
+        conn.close()
+        if keys:
+            await store.limits.set(ConcurrencyLimit(AGENT, queued, each_key=True))
+
+        async def claim(owner: str) -> bool:
+            return bool(await store.leases.claim(owner, 1, 60.0))
+
+        claims = settings.size(50, 200)
+        t0 = time.perf_counter()
+        for _ in range(claims):
+            assert await claim("bench"), "the queue ran dry"
+        return claims / (time.perf_counter() - t0)
+    finally:
+        await store.close()
 
 
 async def _rate(claims: int, claim_one: object) -> float:
@@ -97,6 +136,8 @@ async def _measure(settings: Settings) -> list[Line]:
         rates["many"] = await _rate(settings.size(40, 200), tether_claim)
     finally:
         await store.close()
+    sqlite_plain = await _sqlite_rate(settings, queued, 0)
+    sqlite_keys = {keys: await _sqlite_rate(settings, queued, keys) for keys in (KEYS, MANY_KEYS)}
     floor = "the plain SKIP LOCKED claim"
     size = f"{queued:,} queued, {CLAIMERS} claimers"
     return [
@@ -108,6 +149,10 @@ async def _measure(settings: Settings) -> list[Line]:
              "claims/s", floor, rates["plain"]),
         Line("flow_claims", f"claims/s, a limit per key, {MANY_KEYS} keys ({size})",
              rates["many"], "claims/s", floor, rates["plain"]),
+    ] + [
+        Line("flow_claims", f"SQLite claims/s, a limit per key, {keys} keys ({queued:,} queued)",
+             rate, "claims/s", "SQLite's plain claim, same queue unkeyed", sqlite_plain)
+        for keys, rate in sqlite_keys.items()
     ]  # fmt: skip
 
 
