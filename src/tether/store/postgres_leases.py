@@ -21,6 +21,12 @@ from tether.store.queries import load_queries
 Q = load_queries("postgres")
 LQ = load_queries("postgres", "limits.sql")
 CHANNEL = "tether_work"
+# The ordered claim ranks the claim's size plus a margin of runs of each (agent, key): the
+# rows SKIP LOCKED may pass over (limits.sql/claim_flow). Claims running side by side lock
+# each other's first rows; claims taking turns under claim_lock meet only a `take`, a
+# cancel or a status change of a single queued run.
+SIDE_BY_SIDE_MARGIN = 32
+TAKING_TURNS_MARGIN = 4
 log = logging.getLogger("tether.store.postgres")
 
 
@@ -68,7 +74,8 @@ class PostgresLeases(Leases):
                 # Claims take turns while limits exist; either way claim_flow runs its
                 # generic plan (limits.sql says why).
                 await conn.execute(LQ["claim_lock" if limited else "claim_generic"])
-                rows = await conn.fetch(LQ["claim_flow"], *args)
+                margin = TAKING_TURNS_MARGIN if limited else SIDE_BY_SIDE_MARGIN
+                rows = await conn.fetch(LQ["claim_flow"], *args, margin)
         return [Claim(row[0], row[1], row[2]) for row in rows]
 
     async def stranded(self, serves: Serves, skip: Sequence[str], limit: int) -> list[Stranded]:

@@ -63,14 +63,16 @@ SELECT pg_advisory_xact_lock(hashtext('tether:claim')),
 -- (priority, turn) order are taken; SKIP LOCKED passes over rows a `take` or a claim
 -- without the lock holds.
 --
--- Only the first $2 + 32 runnable runs of each (agent, key) (in (priority desc, age)
+-- Only the first $2 + $8 runnable runs of each (agent, key) (in (priority desc, age)
 -- order, through runs_queue_idx) are ranked, so a claim costs (agent, key) pairs times
 -- that, not the queue's length: a run further back in its (agent, key) is never among the
--- first $2 + 32 taken, since the ones before it in its (agent, key) come before it in
+-- first $2 + $8 taken, since the ones before it in its (agent, key) come before it in
 -- every order the rule uses and are admitted whenever it is. What they change is the
 -- turn of another agent's run of the same key (turns are counted per key over all
 -- agents), so while a key of several agents has more runnable runs in one of them, every
--- runnable run is ranked as before (`whole`).
+-- runnable run is ranked as before (`whole`). $8 is the margin for rows SKIP LOCKED
+-- passes over (postgres_leases.py: small while claims take turns under claim_lock, where
+-- only a `take` of one run locks a queued row; larger while claims run side by side).
 WITH RECURSIVE pairs AS (
     -- The (agent, key) pairs with queued runs: one index probe each.
     (SELECT agent, concurrency_key FROM runs
@@ -101,13 +103,13 @@ WITH RECURSIVE pairs AS (
        OR (status = 'running' AND lease_until < extract(epoch FROM clock_timestamp()))
        OR (status = 'waiting' AND wake_at <= extract(epoch FROM clock_timestamp()))
 ), front AS (
-    -- The first $2 + 33 queued runs of each pair (one more than is ranked: whether the
+    -- The first $2 + $8 + 1 queued runs of each pair (one more than is ranked: whether the
     -- pair has more), and the others.
     SELECT q.* FROM pairs p CROSS JOIN LATERAL (
         SELECT run_id, agent, concurrency_key, priority, created_at FROM mine
         WHERE status = 'queued' AND agent = p.agent AND concurrency_key = p.concurrency_key
         ORDER BY priority DESC, created_at, run_id COLLATE "C"
-        LIMIT $2 + 33) AS q
+        LIMIT $2 + $8::int + 1) AS q
     UNION ALL
     SELECT * FROM others
 ), numbered AS (
@@ -117,16 +119,19 @@ WITH RECURSIVE pairs AS (
                               ORDER BY priority DESC, created_at, run_id COLLATE "C") AS n
     FROM front
 ), whole AS (
-    -- A key of several agents lost runs to the pruning: its turns need every run.
-    SELECT EXISTS (SELECT 1 FROM numbered t
-                   WHERE t.n > $2 + 32
-                     AND EXISTS (SELECT 1 FROM numbered o
-                                 WHERE o.ckey = t.ckey AND o.agent <> t.agent)) AS yes
+    -- A key of several agents lost runs to the pruning: its turns need every run. (The
+    -- keys that lost runs joined to the keys of several agents: hashed, where a probe of
+    -- every candidate for each run past the bound cost ~25 ms over 200 keys.)
+    SELECT EXISTS (SELECT 1 FROM (SELECT DISTINCT ckey FROM numbered
+                                  WHERE n > $2 + $8::int) AS over
+                   JOIN (SELECT ckey FROM numbered GROUP BY ckey
+                         HAVING min(agent) <> max(agent)) AS shared
+                     ON shared.ckey = over.ckey) AS yes
 ), cand AS (
     -- "C": ranking sorts these texts, byte order is as good an order and many times faster.
     -- n: the run's rank within its (agent, key), as `numbered` ranks them.
     SELECT run_id, agent, ckey, priority, created_at, n FROM numbered
-    WHERE n <= $2 + 32 AND NOT (SELECT yes FROM whole)
+    WHERE n <= $2 + $8::int AND NOT (SELECT yes FROM whole)
     UNION ALL
     SELECT run_id COLLATE "C", agent COLLATE "C", concurrency_key COLLATE "C", priority,
            created_at,
@@ -196,7 +201,7 @@ WITH RECURSIVE pairs AS (
     SELECT run_id, priority, turn, served_at, created_at FROM key_ok
     WHERE agent_cap IS NULL OR agent_slot <= agent_cap
     ORDER BY priority DESC, turn, served_at NULLS FIRST, created_at, run_id
-    LIMIT $2 + 32
+    LIMIT $2 + $8::int
 ), picked AS (
     SELECT runs.run_id, k.priority, k.turn, k.served_at, k.created_at FROM runs
     JOIN first k ON k.run_id = runs.run_id
