@@ -188,8 +188,9 @@ async def test_keys_alternate_even_one_slot_at_a_time(store: Store) -> None:
     assert order == ["big0", "small0", "big1", "small1", "big2", "big3"]
 
 
-# The ordered claim ranks only the first (claim size + 32) runnable runs of each (agent,
-# key) (limits.sql/claim_flow): a claim of 1 looks at 33 per pair. These queue more.
+# The ordered claim ranks only the first (claim size + a margin) runnable runs of each
+# (agent, key) (limits.sql/claim_flow; PostgreSQL's margin is 32, or 4 while limits exist,
+# SQLite's none): a claim of 1 looks at 33 per pair at most. These queue more.
 MANY = 40
 
 
