@@ -11,8 +11,9 @@ half the queue is running, for each way of claiming:
   for due parked runs, drained and orphaned ones, and pins versions);
 - with keys and priorities but no limit (the ordered claim: priorities, keys in turns);
 - with a limit per key that never binds (the ordered claim, taking turns under the lock);
-- the same over 200 keys (25 queued runs each at full size): a claim ranks up to 33 runs
-  of every key, so its cost grows with the keys that have runs queued;
+- the same over 200 keys (25 queued runs each at full size): a claim ranks the first few
+  runs of every key (its size plus a margin), so its cost grows with the keys that have
+  runs queued;
 - SQLite's ordered claim with a limit per key, one claimer (claims hold the file's write
   lock), over 10 and 200 keys, against SQLite's plain claim of the same queue unkeyed.
 """
@@ -26,6 +27,7 @@ import time
 from bench.common import Line, Settings, open_pg, open_sqlite, pg_pool
 from tether.store import Store
 from tether.store.limits import ConcurrencyLimit
+from tether.store.sqlite import SqliteStore
 
 AGENT = "bench.flow"
 KEYS = 10
@@ -65,8 +67,8 @@ async def _sqlite_rate(settings: Settings, queued: int, keys: int) -> float:
     limit: the plain claim), a limit per key that never binds."""
     store = await open_sqlite(settings, f"flow-{keys}")
     try:
-        path = store._db.path  # type: ignore[attr-defined]
-        with sqlite3.connect(path) as conn:  # one transaction: not a commit a run
+        assert isinstance(store, SqliteStore)
+        with sqlite3.connect(store.path) as conn:  # one transaction: not a commit a run
             conn.executemany(
                 SQLITE_QUEUE,
                 [

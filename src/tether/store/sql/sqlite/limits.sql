@@ -90,12 +90,13 @@ WITH pairs AS (
                               ORDER BY priority DESC, created_at, run_id) AS n
     FROM front
 ), whole AS (
-    -- A key of several agents lost runs to the pruning: its turns need every run.
-    SELECT EXISTS (SELECT 1 FROM numbered t
-                   WHERE t.n > :limit
-                     AND EXISTS (SELECT 1 FROM numbered o
-                                 WHERE o.concurrency_key = t.concurrency_key
-                                   AND o.agent <> t.agent)) AS yes
+    -- A key of several agents lost runs to the pruning: its turns need every run (the
+    -- keys that lost runs joined to the keys of several agents, as PostgreSQL's claim).
+    SELECT EXISTS (SELECT 1 FROM (SELECT DISTINCT concurrency_key FROM numbered
+                                  WHERE n > :limit) AS over
+                   JOIN (SELECT concurrency_key FROM numbered GROUP BY concurrency_key
+                         HAVING min(agent) <> max(agent)) AS shared
+                     ON shared.concurrency_key = over.concurrency_key) AS yes
 ), cand AS (
     -- n: the run's rank within its (agent, key), as `numbered` ranks them.
     SELECT run_id, agent, concurrency_key AS ckey, priority, created_at, n FROM numbered
