@@ -214,6 +214,12 @@ async def bare_insert_many(
     return time.perf_counter() - t0
 
 
+# The full collection before each timed call in `interleaved`; the bench's smoke test makes
+# it a young one (a full walk of a test runner's heap took ~0.1-0.45 s a call: 59 s of the
+# suite for the fork family alone).
+collect = gc.collect
+
+
 async def interleaved(
     reps: int, fns: dict[str, Callable[[], Awaitable[object]]]
 ) -> dict[str, list[float]]:
@@ -225,7 +231,7 @@ async def interleaved(
             # Each call starts with the collector's counts at zero: a full collection of
             # what the calls before left (a large graph each) otherwise falls into whichever
             # call's turn it is, the same one round after round.
-            gc.collect()
+            collect()
             t0 = time.perf_counter()
             await fn()
             if i:

@@ -41,6 +41,7 @@ TARGET_MS_PER_5000 = 8.0  # and 80 ms for 50,000: linear
 TARGET_FETCH_RATIO = 3.0
 TARGET_RECOVERY_RATIO = 1.5
 TARGET_NODES = 5000
+FRESH_RESUMES = 3  # fresh processes at least (a third of the reps when there are more)
 PROFILE_PATH = Path(__file__).parent / "results" / "rehydrate-profile.txt"
 
 
@@ -122,7 +123,7 @@ async def _fresh_recovery(
     samples: list[float] = []
     reads: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="tether-resume-") as tmp:
-        for i in range(max(3, reps // 3)):
+        for i in range(max(FRESH_RESUMES, reps // 3)):
             rid = f"{run_id}-fresh-{i}"
             await _crashed_copy(store, rid, rows)
             out = Path(tmp) / f"{i}.json"

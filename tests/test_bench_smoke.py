@@ -6,6 +6,7 @@ No timing is asserted (the machines are noisy); `python -m bench` is where numbe
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import math
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench import (
+    common,
     fork,
     growth,
     overlap,
@@ -80,7 +82,7 @@ def test_rehydrate_log_is_the_executors() -> None:
 TINY: dict[str, list[tuple[object, str, object]]] = {
     "checkpoint": [],
     "throughput": [(throughput, "CONCURRENCY", (1, 10)), (throughput, "FAN_WIDTH", 8)],
-    "rehydrate": [(rehydrate, "TARGET_NODES", 40)],
+    "rehydrate": [(rehydrate, "TARGET_NODES", 40), (rehydrate, "FRESH_RESUMES", 1)],
     "scheduling": [(scheduling, "FAN_WIDTH", 20)],
     "overlap": [(overlap, "WIDTH", 5), (overlap, "WAIT_S", 0.005)],
     "growth": [
@@ -115,6 +117,8 @@ def test_every_family_gives_well_formed_lines(
         monkeypatch.setattr(module, name, value)
     monkeypatch.setattr(rehydrate, "PROFILE_PATH", tmp_path / "profile.txt")
     monkeypatch.setattr(Settings, "size", lambda self, quick, full: min(quick, 10))
+    # Lines, not figures: no full collection of this process's heap before each timed call.
+    monkeypatch.setattr(common, "collect", lambda: gc.collect(0))
     settings = Settings(quick=True, workdir=tmp_path)
     if family in NEEDS_PG:
         asyncio.run(prepare_pg(settings))
