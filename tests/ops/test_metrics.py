@@ -76,7 +76,10 @@ def test_server_metrics_over_http(tmp_path: Path) -> None:
 
 
 def test_worker_metrics_over_http(tmp_path: Path, pg_database: str) -> None:
-    env = child_env({"TETHER_DEMO_SPEED": "0"})
+    # Leases are renewed only while a run is held: the demo's paced latencies (over 2 s
+    # of sleeps at 0.5) keep it held across several renewals of a 1 s lease (every 1/3 s),
+    # however fast the host. At speed 0 a fast host finished it between two renewals.
+    env = child_env({"TETHER_DEMO_SPEED": "0.5"})
     base = [sys.executable, "-m", "tether", "--db", pg_database, "--blobs", str(tmp_path / "b")]
     run_id = subprocess.run(
         [*base, "submit", "demo", "--input", '"why?"'],
