@@ -87,10 +87,10 @@ def test_stop_after_then_resume_gives_the_same_answer(tmp_path: Path) -> None:
     assert len(ids) == len(set(ids)) == 10
 
 
-def started_demo(home: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+def started_demo(home: Path, *args: str, speed: float = 1) -> tuple[subprocess.Popen[str], str]:
     """`tether demo ARGS` with model turns that take a while, once its run has started."""
     e = env(home)
-    e["TETHER_DEMO_SPEED"] = "1"
+    e["TETHER_DEMO_SPEED"] = str(speed)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether", "demo", *args],
         cwd=home,
@@ -108,7 +108,9 @@ def started_demo(home: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
 
 def test_sigterm_drains_and_resume_finishes(tmp_path: Path) -> None:
     reference = answer(tether(tmp_path, "demo", "--quiet").stdout)
-    proc, run_id = started_demo(tmp_path, "--quiet")
+    # Paced so the run is far from its last turn when the drain comes (~7 s of sleeps
+    # after the first node): each poll below starts a process, slow on a loaded host.
+    proc, run_id = started_demo(tmp_path, "--quiet", speed=3)
     # Wait until the first node is durably recorded, then ask for a drain.
     deadline = time.monotonic() + 60
     while (
@@ -128,7 +130,8 @@ def test_sigterm_drains_and_resume_finishes(tmp_path: Path) -> None:
 def test_ctrl_c_says_what_it_drains_and_a_second_stops_now_without_tracebacks(
     tmp_path: Path,
 ) -> None:
-    proc, run_id = started_demo(tmp_path, "--grace", "60")
+    # The first turn (~1.5 s at speed 3) is still in flight when the second Ctrl-C comes.
+    proc, run_id = started_demo(tmp_path, "--grace", "60", speed=3)
     assert proc.stdout is not None
     proc.send_signal(signal.SIGINT)
     said = ""

@@ -50,14 +50,15 @@ async def node_ids(store: Store, run_id: str) -> list[str]:
 
 async def test_an_in_process_run_is_owned_under_a_renewed_lease(store: Store) -> None:
     run_id = uid("owned")
-    rt = Runtime(store, lease_ttl=0.6)
+    # Renewed every 0.5 s: a stall of a second on a loaded host does not let it run out.
+    rt = Runtime(store, lease_ttl=1.5)
     task = asyncio.create_task(rt.start(gated, run_id=run_id))
     await started(run_id).wait()
     first = await store.runs.get(run_id)
     assert first is not None and first.owner == rt.owner and first.epoch == 1
     assert first.lease_until is not None
     # The heartbeat renews it: after more than a lease, it is still live, not orphaned.
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(2.0)
     info = await store.runs.get(run_id)
     assert info is not None and info.lease_until is not None
     assert info.state(await store.runs.clock()) == "running"
@@ -142,15 +143,19 @@ async def test_an_orphaned_in_process_run_is_adopted_by_a_worker(store: Store) -
 
     run_id = uid("orphan")
     # A process that recorded the run's start and died: its lease runs out, unrenewed.
-    dead = Runtime(store, lease_ttl=0.3, owner="dead-owner")
+    # Long enough to be live still when the resume below asks (had it run out, that resume
+    # would take the run and wait on the gate); short enough to wait out.
+    dead = Runtime(store, lease_ttl=2.0, owner="dead-owner")
     await dead.create(gated, run_id=run_id, status=Status.RUNNING)
     info = await store.runs.get(run_id)
     assert info is not None and info.owner == "dead-owner" and info.lease_until is not None
     with pytest.raises(RunBusy):
         await Runtime(store, owner="someone").resume(run_id)
-    await asyncio.sleep(0.4)  # the lease runs out: inherent to the test
-    info = await store.runs.get(run_id)
-    assert info is not None and info.state(await store.runs.clock()) == "orphaned"
+    async with asyncio.timeout(10):  # the lease runs out: inherent to the test
+        while info.state(await store.runs.clock()) != "orphaned":
+            await asyncio.sleep(0.1)
+            info = await store.runs.get(run_id)
+            assert info is not None and info.owner == "dead-owner"
     gate(run_id).set()
     worker = Worker(Runtime(store, owner="worker"), lease_ttl=5.0, poll=0.05)
     running = asyncio.create_task(worker.run())
@@ -179,7 +184,7 @@ async def test_the_api_resume_requeues_an_orphaned_run(store: Store) -> None:
 
 async def test_a_cancel_through_the_store_reaches_an_in_process_owner(store: Store) -> None:
     run_id = uid("cancel")
-    owner = Runtime(store, lease_ttl=0.6, owner="owner")
+    owner = Runtime(store, lease_ttl=1.5, owner="owner")  # renewed and asked every 0.5 s
     task = asyncio.create_task(owner.start(gated, run_id=run_id))
     await started(run_id).wait()
     status = await cancel(Runtime(store, owner="cli"), run_id, ttl=5.0)
