@@ -77,10 +77,11 @@ async def deliver(
                 return await _deliver_held(
                     rt, run_id, key, payload, event_id, claim.epoch, info.status, info.reason
                 )
-        if info.status.finished:  # finished meanwhile: this event was recorded, or never is
-            graph = await rt.load(run_id)
-            if find_wait(graph, key, event_id) is None:  # else WaitCompleted
-                return Delivered(run_id, key, None, True, graph.status)
+        # Held by another delivery, or finished meanwhile: judged again on the log, so an
+        # event that lost a race hears so now rather than after its turn to hold the run.
+        graph = await rt.load(run_id)
+        if find_wait(graph, key, event_id) is None:  # else WaitCompleted
+            return Delivered(run_id, key, None, True, graph.status)
         if time.monotonic() > give_up:
             raise RunHeldElsewhere(run_id, wait_s)
         await asyncio.sleep(delay)

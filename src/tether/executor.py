@@ -28,6 +28,7 @@ from tether.errors import (
     RunMustPause,
     TetherError,
     UnknownNodeKind,
+    WaitCompleted,
 )
 from tether.graph import Graph, GraphError
 from tether.ids import child_id
@@ -311,10 +312,22 @@ class RunExecutor:
         inbox, self._inbox = self._inbox, []
         batch: list[tuple[Record, bytes]] = []
         answered: list[tuple[asyncio.Future[int | None], int | None]] = []
+        # The waits this batch completes, with the event that completes each: the graph
+        # learns of them only once the batch is applied, so each event is judged against
+        # the graph as it will be after the events before it (invariant 1: recorded once).
+        taken: dict[str, str] = {}
         for key, payload, event_id, done in inbox:
             try:  # judged again: an earlier event or a deadline may have completed it
                 state = find_wait(g, key, event_id)
+                if state is not None and (nid := state.spec.node_id) in taken:
+                    if event_id and taken[nid] == event_id:
+                        state = None  # a repeat of the event this batch records
+                    else:
+                        raise WaitCompleted(
+                            g.run_id, key, "the wait was already completed by another event"
+                        )
                 if state is not None:
+                    taken[state.spec.node_id] = event_id
                     value = await self.codec.encode(payload)
                     record = event_record(state, value, event_id)
                     data = encode(record)
@@ -329,7 +342,6 @@ class RunExecutor:
             answered.append((done, g.next_seq + len(batch)))
             batch.append((record, data))
         if g.open_waits:
-            taken = {r.node_completed.node_id for r, _ in batch}
             for record in due_timeouts(g, now_us()):
                 if record.node_completed.node_id not in taken:
                     batch.append((record, encode(record)))
