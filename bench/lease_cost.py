@@ -24,7 +24,7 @@ import time
 import asyncpg
 
 from tether import Context, Node, NodeResult, Registry, Runtime
-from tether.heartbeat import DEFAULT_LEASE_TTL
+from tether.engine.ownership import DEFAULT_LEASE_TTL
 from tether.store import RunInfo, Status
 from tether.store.postgres import PostgresStore
 

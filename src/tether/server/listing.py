@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.deploys import with_waiting
+from tether.control.deploys import with_waiting
 from tether.server.request import server_of
 from tether.server.schemas import BadRequest
 from tether.store.base import STATES, RunFilter, RunInfo, state_filter

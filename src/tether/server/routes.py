@@ -13,9 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from tether import metrics
-from tether.deploys import CannotUpgrade, with_waiting
-from tether.errors import (
+from tether.control.deploys import CannotUpgrade, with_waiting
+from tether.engine.runtime import parse_config
+from tether.foundation import metrics
+from tether.foundation.errors import (
     BadFork,
     BadInput,
     BadLimit,
@@ -41,9 +42,8 @@ from tether.errors import (
     UnknownSchedule,
     UnknownSeq,
 )
-from tether.ids import new_run_id
-from tether.inspect import rate_wait_ms, run_view
-from tether.runtime import parse_config
+from tether.foundation.ids import new_run_id
+from tether.model.run_view import rate_wait_ms, run_view
 from tether.server.blob_route import get_blob
 from tether.server.console import console_page, run_children, run_page
 from tether.server.deploy_route import list_workers, upgrade_run
@@ -60,7 +60,7 @@ from tether.server.tlog_route import export_tlog, import_tlog
 from tether.store.base import Status
 
 if TYPE_CHECKING:
-    from tether.graph import Graph
+    from tether.model.graph import Graph
     from tether.server.app import TetherServer
 
 MAX_KEY = 200
