@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from tether.control.routing import Routing
-from tether.engine.ownership import DEFAULT_LEASE_TTL
+from tether.engine.ownership import DEFAULT_LEASE_TTL, LeaseKeeper
 from tether.engine.runtime import Runtime
 from tether.foundation import faults, metrics
 from tether.foundation.errors import CannotContinue, StaleEpoch, StoreError, StoreUnavailable
@@ -69,11 +69,11 @@ class Worker:
         self.schedules = schedules
         self.stopping = asyncio.Event()
         self.counts: Counter[str] = Counter()
-        self._held: dict[str, Claim] = {}
-        # When each held lease was last extended, on this process's monotonic clock, taken
-        # before the statement was sent: the database's lease runs out no sooner than
-        # this plus the TTL, so stopping then never overlaps another owner's claim.
-        self._renewed: dict[str, float] = {}
+        # The leases of the runs it holds, renewed in one statement; a run whose lease is
+        # lost or runs out has its task cancelled there (as for in-process runs).
+        self.keeper = LeaseKeeper(
+            self.leases, self.owner, lease_ttl, on_cancel=self._cancel_asked, on_stop=self._stopped
+        )
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._slot_freed = asyncio.Event()
         # Runs given back because this worker's code cannot continue them, and when.
@@ -106,7 +106,7 @@ class Worker:
         """Work until stop(); return once every held run is released (or was fenced off)."""
         await self._advertise()  # listed by `tether workers` before it claims anything
         async with asyncio.TaskGroup() as tg:
-            beat = tg.create_task(self._heartbeat())
+            beat = tg.create_task(self.keeper.run())
             advert = tg.create_task(self._advertising())
             retain = tg.create_task(self._retain()) if self.retain is not None else None
             fire = tg.create_task(self._fire_schedules()) if self.schedules else None
@@ -175,7 +175,7 @@ class Worker:
     async def _claim_loop(self, tg: asyncio.TaskGroup) -> None:
         delay = 0.05
         while not self.stopping.is_set():
-            free = self.concurrency - len(self._held)
+            free = self.concurrency - self.keeper.held
             claims: list[Claim] = []
             more = False
             if free > 0:
@@ -206,9 +206,11 @@ class Worker:
                     extra=self._about(claim),
                 )
                 self._count("claimed")
-                self._held[claim.run_id] = claim
-                self._renewed[claim.run_id] = sent
-                self._tasks[claim.run_id] = tg.create_task(self._execute(claim))
+                task = tg.create_task(self._execute(claim))
+                # The lease was taken before the claim was sent: it runs out no sooner than
+                # that plus the TTL, so a stop then never overlaps another owner's claim.
+                self.keeper.keep(claim, task, since=sent)
+                self._tasks[claim.run_id] = task
             if free > 0 and len(claims) < free and more:
                 continue  # claim the runs just found continuable at once
             if free > 0 and len(claims) < free:
@@ -253,8 +255,7 @@ class Worker:
         try:
             await self._execute_and_release(claim)
         finally:  # also when cancelled (a lost lease): the run is no longer ours
-            self._held.pop(claim.run_id, None)
-            self._renewed.pop(claim.run_id, None)
+            self.keeper.forget(claim.run_id)
             self._tasks.pop(claim.run_id, None)
             self._slot_freed.set()
 
@@ -330,16 +331,6 @@ class Worker:
 
     # -- leases ------------------------------------------------------------------
 
-    async def _heartbeat(self) -> None:
-        # Independent of node boundaries: a model call may take minutes, the lease must not.
-        while True:
-            beat_at = time.monotonic() + self.lease_ttl / 3
-            while (now := time.monotonic()) < beat_at:
-                expiries = [at + self.lease_ttl for at in self._renewed.values()]
-                await asyncio.sleep(max(0.0, min([beat_at, *expiries]) - now))
-                self._stop_expired()
-            await self._renew()
-
     async def _advertising(self) -> None:
         # Its own task: a slow workers-table write must never delay a lease renewal.
         while True:
@@ -355,75 +346,21 @@ class Worker:
             self._started_at,
             ttl=self.lease_ttl,
             versions=self.routing.advert(),
-            runs_held=len(self._held),
+            runs_held=self.keeper.held,
         )
         try:
             await self.runtime.store.workers.beat(info)
         except StoreError as exc:
             log.warning("%s: could not advertise in the workers table (%s)", self.owner, exc)
 
-    async def _renew(self) -> None:
-        # Not the runs being stopped: their leases must run out for the next owner.
-        held = [c for run_id, c in self._held.items() if run_id in self._renewed]
-        sent = time.monotonic()
-        # Bounded by the next expiry too: a renewal stuck on a partitioned connection must
-        # not keep the heartbeat from stopping a run the moment its lease runs out.
-        expiries = [at + self.lease_ttl for at in self._renewed.values()]
-        bound = min([sent + self.lease_ttl / 3, *expiries]) - sent
-        try:
-            async with asyncio.timeout(max(0.0, bound)):
-                renewal = await self.leases.renew(self.owner, held, self.lease_ttl)
-        except (StoreUnavailable, TimeoutError) as exc:
-            log.warning(
-                "%s: lease renewal failed (%s); retrying", self.owner, str(exc) or "timed out"
-            )
-            self._stop_expired()
-            return
-        lost = renewal.lost
-        for claim in held:
-            if claim.run_id in self._renewed and claim.run_id not in lost:
-                self._renewed[claim.run_id] = sent
-                if (m := metrics.active) is not None:
-                    m.lease_renewals.inc()
-        for run_id in renewal.cancel:
-            # The executor records CANCELLED at our epoch and the run is released so.
-            # Not executing yet (between claim and resume): the next beat asks again.
-            executor = self.runtime.executing.get(run_id)
-            if executor is not None and not executor.cancelling:
-                log.info("run %s: cancel requested; stopping it", run_id)
-                self.runtime.request_cancel(run_id)
-        by_id = {c.run_id: c for c in held}
-        for run_id in lost:
-            if self._held.get(run_id) != by_id[run_id]:
-                continue  # released or re-claimed meanwhile
-            log.warning(
-                "run %s: lease lost (epoch %d moved on); stopping work on it",
-                run_id,
-                by_id[run_id].epoch,
-            )
-            self._count("lost")
-            self._stop_run(run_id)
+    def _cancel_asked(self, run_id: str) -> None:
+        # The executor records CANCELLED at our epoch and the run is released so.
+        # Not executing yet (between claim and resume): the next beat asks again.
+        executor = self.runtime.executing.get(run_id)
+        if executor is not None and not executor.cancelling:
+            log.info("run %s: cancel requested; stopping it", run_id)
+            self.runtime.request_cancel(run_id)
 
-    def _stop_expired(self) -> None:
-        """Stop the runs whose leases ran out unrenewed (the database was unreachable).
-
-        Another worker may claim them from now on; the fence would refuse this worker's
-        appends anyway, but stopping here also stops its handlers' side effects.
-        """
-        now = time.monotonic()
-        for run_id, at in list(self._renewed.items()):
-            if now - at >= self.lease_ttl:
-                log.warning(
-                    "run %s: lease expired (not renewed for %.1fs: the database is "
-                    "unreachable); stopping work on it",
-                    run_id,
-                    now - at,
-                )
-                self._count("expired")
-                self._stop_run(run_id)
-
-    def _stop_run(self, run_id: str) -> None:
-        self._renewed.pop(run_id, None)
-        task = self._tasks.get(run_id)
-        if task is not None:
-            task.cancel()
+    def _stopped(self, run_id: str, why: str) -> None:
+        """The keeper stopped a run: its lease was lost, or expired unrenewed."""
+        self._count(why)

@@ -16,7 +16,7 @@ from tether.engine.bus import EventBus
 from tether.engine.continuity import check_run
 from tether.engine.delivery import Delivered, deliver
 from tether.engine.executor import Outcome, RunExecutor
-from tether.engine.ownership import DEFAULT_LEASE_TTL, Heartbeat
+from tether.engine.ownership import DEFAULT_LEASE_TTL, LeaseKeeper
 from tether.engine.registry import Registry, resolve_agent
 from tether.engine.writer import RecordWriter
 from tether.foundation import eager
@@ -103,7 +103,9 @@ class Runtime:
         # The runs executing in this process (sub-agent runs included), by run id.
         self.executing: dict[str, RunExecutor] = {}
         # Runs started or resumed here are owned under a lease, as a worker's claims are.
-        self.heartbeat = Heartbeat(store.leases, self.owner, lease_ttl, self.request_cancel)
+        self.keeper = LeaseKeeper(
+            store.leases, self.owner, lease_ttl, on_cancel=self.request_cancel
+        )
 
     @property
     def schedules(self) -> Schedules:
@@ -113,7 +115,7 @@ class Runtime:
     @property
     def lease_ttl(self) -> float:
         """Seconds the lease of a run executing in-process lasts without renewal."""
-        return self.heartbeat.ttl
+        return self.keeper.ttl
 
     @property
     def store_retry_s(self) -> float:
@@ -361,7 +363,7 @@ class Runtime:
             key=key,
             priority=priority,
         )
-        async with self.heartbeat.holding(Claim(graph.run_id, 1)):
+        async with self.keeper.holding(Claim(graph.run_id, 1)):
             return await self.execute(graph, epoch=1)
 
     async def resume(
@@ -394,7 +396,7 @@ class Runtime:
             claim = await self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force)
         if claim is None:
             raise await self.not_taken(run_id, "resume")
-        async with self.heartbeat.holding(claim):
+        async with self.keeper.holding(claim):
             if claim.cancel:  # asked to cancel while nobody held it: record that instead
                 return await self.cancel(run_id, epoch=claim.epoch)
             return await self._resume_held(run_id, budget, claim.epoch, graph)

@@ -43,6 +43,24 @@ class StaleEpoch(StoreError):
         self.epoch = epoch
 
 
+class LeaseLost(StaleEpoch):
+    """This process's lease on a run ended while it executed the run: another owner took
+    it over at a newer epoch, or it ran out unrenewed. Its handlers here were stopped."""
+
+    def __init__(self, run_id: str, epoch: int, why: str) -> None:
+        how = (
+            "taken over at a newer epoch"
+            if why == "lost"
+            else "ran out unrenewed (the store was unreachable)"
+        )
+        StoreError.__init__(
+            self, f"run {run_id}: lease {how}; stopped its work here at epoch {epoch}"
+        )
+        self.run_id = run_id
+        self.epoch = epoch
+        self.why = why
+
+
 class UnknownRun(TetherError):
     """No run with this id exists in the store."""
 
