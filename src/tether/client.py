@@ -115,7 +115,7 @@ class TetherClient:
         """Status, budget used, counts, timings and nodes of a run; with `at_seq`, as they
         were once the record at that seq was."""
         params = {} if at_seq is None else {"at": at_seq}
-        return await self._call("GET", f"/v1/runs/{run_id}", params=params)
+        return await self._call("GET", f"/v1/runs/{_q(run_id)}", params=params)
 
     async def list(
         self, *, status: str | None = None, limit: int = 50, offset: int = 0
@@ -127,7 +127,7 @@ class TetherClient:
 
     async def cancel(self, run_id: str) -> dict[str, Any]:
         """Stop a run for good (it finishes CANCELLED); closing a stream never does."""
-        return await self._call("POST", f"/v1/runs/{run_id}/cancel")
+        return await self._call("POST", f"/v1/runs/{_q(run_id)}/cancel")
 
     async def resume(
         self, run_id: str, *, budget: dict[str, float | str] | None = None
@@ -135,14 +135,14 @@ class TetherClient:
         """Resume a paused run; `budget` replaces the limits it names, `"+N"` for N more
         than the run used so far (`{"max_nodes": "+2"}`)."""
         return await self._call(
-            "POST", f"/v1/runs/{run_id}/resume", json={"budget": budget} if budget else {}
+            "POST", f"/v1/runs/{_q(run_id)}/resume", json={"budget": budget} if budget else {}
         )
 
     async def export(self, run_id: str, *, blobs: bool = False) -> AsyncIterator[bytes]:
         """The run, its sub-agent runs (and with `blobs`, their blobs) as a `.tlog` file,
         chunk by chunk as the server streams it (`tether import` or `import_tlog` reads it)."""
         params = {"blobs": "true"} if blobs else {}
-        async with self._http.stream("GET", f"/v1/runs/{run_id}/export", params=params) as r:
+        async with self._http.stream("GET", f"/v1/runs/{_q(run_id)}/export", params=params) as r:
             if r.status_code >= 400:
                 await r.aread()
                 raise _api_error(r)
@@ -177,12 +177,12 @@ class TetherClient:
         if budget:
             body["budget"] = budget
         body = {k: v for k, v in body.items() if v is not None}
-        return await self._call("POST", f"/v1/runs/{run_id}/fork", json=body)
+        return await self._call("POST", f"/v1/runs/{_q(run_id)}/fork", json=body)
 
     async def upgrade(self, run_id: str, to: str) -> dict[str, Any]:
         """Move a run to version `to` of its agent's code (the server's code must be that
         version and able to continue it; otherwise ApiError 422 and nothing changes)."""
-        return await self._call("POST", f"/v1/runs/{run_id}/upgrade", json={"to": to})
+        return await self._call("POST", f"/v1/runs/{_q(run_id)}/upgrade", json={"to": to})
 
     async def schedules(self) -> dict[str, Any]:
         """The server's schedules (`{"schedules": [...]}`, by name): cron, agent, input, time
@@ -249,7 +249,7 @@ class TetherClient:
         """
         headers = {"Idempotency-Key": event_id} if event_id else {}
         return await self._call(
-            "POST", f"/v1/runs/{run_id}/signals/{key}", json=payload, headers=headers
+            "POST", f"/v1/runs/{_q(run_id)}/signals/{_q(key)}", json=payload, headers=headers
         )
 
     async def events(
@@ -276,7 +276,7 @@ class TetherClient:
             try:
                 async with self._http.stream(
                     "GET",
-                    f"/v1/runs/{run_id}/events",
+                    f"/v1/runs/{_q(run_id)}/events",
                     headers=headers,
                     params=params,
                     timeout=httpx.Timeout(30.0, read=None),
@@ -376,6 +376,11 @@ def _record_seq(message: _Message) -> int | None:
     if not isinstance(seq, int) or isinstance(seq, bool) or seq != int(message.id):
         return None
     return seq
+
+
+def _q(part: str) -> str:
+    """One path segment, percent-encoded."""
+    return quote(part, safe="")
 
 
 def _json_or_none(raw: bytes) -> Any:
