@@ -45,7 +45,7 @@ from tether.ids import new_run_id
 from tether.inspect import rate_wait_ms, run_view
 from tether.runtime import parse_config
 from tether.server.blob_route import get_blob
-from tether.server.console import console_page, run_children, run_page
+from tether.server.console import console_page, favicon, run_children, run_page
 from tether.server.deploy_route import list_workers, upgrade_run
 from tether.server.events import parse_after, record_stream
 from tether.server.fork_route import fork_run
@@ -405,6 +405,8 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/signals/{key}", signal_run, methods=["POST"]),
         Route("/v1/blobs/{sha256}", get_blob, methods=["GET"]),
         Route("/", console_page, methods=["GET"]),
+        Route("/favicon.svg", favicon, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
         Route("/runs/{run_id}", run_page, methods=["GET"]),
         # What the page reads, under the page's path so its session cookie reaches it.
         Route("/runs/{run_id}/events", run_events, methods=["GET"]),

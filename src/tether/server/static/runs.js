@@ -44,6 +44,7 @@ async function load() {
   }
   if (generation !== list.generation) return;  // the filters changed meanwhile
   if (r.status === 401) {
+    document.getElementById("list").hidden = true;
     Tether.forget();
     const note = list.fetches ? "That token was not accepted." : "";
     Tether.signIn(document.getElementById("signin"), tryToken, () => load(), note);
@@ -58,6 +59,7 @@ async function load() {
   list.fetches += 1;
   list.rows = body.runs;
   list.next = body.next;
+  document.getElementById("list").hidden = false;
   show("");
   draw();
   list.timer = setTimeout(load, REFRESH_MS);
