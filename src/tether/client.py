@@ -12,7 +12,9 @@ stream time limit): it reconnects with Last-Event-ID and yields each record once
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -339,13 +341,39 @@ class _Message:
     id: str | None
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The lines of an SSE stream, as its specification splits them: UTF-8, ended by CRLF,
+    LF or CR only. Not str.splitlines(), which also splits on U+2028, U+2029, U+0085 and
+    other code points a JSON string may hold raw; a line the stream never ended is dropped.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    buf, first = "", True
+    async for chunk in chunks:
+        buf += decoder.decode(chunk)
+        if first and buf:
+            buf, first = buf.removeprefix("\ufeff"), False
+        start = 0
+        for end in _LINE_END.finditer(buf):
+            if end.group() == "\r" and end.end() == len(buf):
+                break  # perhaps the first half of a CRLF: wait for the next chunk
+            yield buf[start : end.start()]
+            start = end.end()
+        buf = buf[start:]
+    buf += decoder.decode(b"", final=True)
+    if buf.endswith("\r"):
+        yield buf[:-1]
+
+
 async def _messages(response: httpx.Response) -> AsyncIterator[_Message]:
     """Each SSE message of a response; comments are dropped."""
     kind: str | None = None
     data: list[str] = []
     retry: int | None = None
     msg_id: str | None = None
-    async for line in response.aiter_lines():
+    async for line in _lines(response.aiter_bytes()):
         if line == "":
             if kind is not None or data or retry is not None:
                 payload = _json_or_none("\n".join(data).encode()) if data else {}

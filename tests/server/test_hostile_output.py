@@ -179,3 +179,95 @@ async def test_urls_in_answers_are_percent_encoded(
             assert urls["page"] == "/runs/old%20run%3Fx%3D1%23frag"
             assert urls["signals"] == urls["self"] + "/signals/{key}"
         assert (await http.get(row["urls"]["self"])).json()["run_id"] == run_id
+
+
+# -- the Python client --------------------------------------------------------------
+
+
+class RawBreaksProxy:
+    """Serves a run's stream from a real server, with the line breaks the server escapes
+    (`\\u2028`, `\\u2029`, `\\u0085`) sent raw, as JSON allows and another server may
+    send them, and cut after every `cut_every` records (a gateway with a short timeout)."""
+
+    UNESCAPE = ((b"\\u2028", "\u2028"), (b"\\u2029", "\u2029"), (b"\\u0085", "\x85"))
+
+    def __init__(self, upstream: str, cut_every: int) -> None:
+        self.upstream = upstream
+        self.cut_every = cut_every
+        self.cuts = 0
+        self.raw_sent = 0  # raw line breaks sent
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> RawBreaksProxy:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+            _, target, _ = head[0].split(" ")
+            wanted = {"authorization", "last-event-id"}
+            headers = {
+                k: v.strip()
+                for k, _, v in (line.partition(":") for line in head[1:] if line)
+                if k.lower() in wanted
+            }
+            async with (
+                httpx.AsyncClient(base_url=self.upstream, timeout=60) as http,
+                http.stream("GET", target, headers=headers) as r,
+            ):
+                writer.write(
+                    f"HTTP/1.1 {r.status_code} X\r\nContent-Type: "
+                    f"{r.headers.get('content-type', 'text/plain')}\r\n"
+                    "Connection: close\r\n\r\n".encode()
+                )
+                records, pending = 0, b""
+                async for chunk in r.aiter_raw():
+                    pending += chunk
+                    *messages, pending = pending.split(b"\n\n")
+                    for message in messages:
+                        for escaped, raw in self.UNESCAPE:
+                            message = message.replace(escaped, raw.encode())
+                            self.raw_sent += message.count(raw.encode())
+                        writer.write(message + b"\n\n")
+                        records += b"\nevent: record\n" in message
+                        if records >= self.cut_every:
+                            self.cuts += 1
+                            await writer.drain()
+                            writer.transport.abort()  # a cut, not a clean end
+                            return
+                    await writer.drain()
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+async def test_the_client_splits_lines_as_sse_does_and_gets_every_record_once(
+    server: ServerProcess,
+) -> None:
+    async with TetherClient(server.url, TOKEN) as direct:
+        run_id = (await direct.start(ECHO, {"text": HOSTILE, "parts": 6}))["run_id"]
+    async with (
+        RawBreaksProxy(server.url, cut_every=2) as proxy,
+        TetherClient(proxy.url, TOKEN) as client,
+    ):
+        async with asyncio.timeout(60):
+            records = [e async for e in client.events(run_id)]
+    assert [e.seq for e in records] == list(range(len(records)))
+    assert records[-1].data["body"] == "run_finished"
+    assert records[-1].data["status"] == "succeeded"
+    outputs = [e.data["output"] for e in records if e.data["body"] == "node_completed"]
+    assert len(outputs) == 8 and all(o["text"] == HOSTILE for o in outputs)
+    assert records[-1].data["result"] == {"text": HOSTILE}
+    assert proxy.raw_sent > 0 and proxy.cuts >= 3
