@@ -51,7 +51,7 @@ from tether.server.events import parse_after, record_stream
 from tether.server.fork_route import fork_run
 from tether.server.limit_route import delete_limit, list_limits, put_limit
 from tether.server.limits import BodyTooLarge, TooMany
-from tether.server.listing import list_runs, row_view, urls
+from tether.server.listing import list_runs, row_view, run_url, urls
 from tether.server.openapi import openapi
 from tether.server.request import run_id_of, server_of
 from tether.server.schedule_route import add_schedule, list_schedules, remove_schedule
@@ -126,7 +126,7 @@ async def start_run(request: Request) -> Response:
         replayed = True
     info = await server.store.runs.get(run_id)
     status = info.status.value if info else Status.QUEUED.value
-    headers = {"Location": f"/v1/runs/{run_id}"}
+    headers = {"Location": run_url(run_id)}
     if replayed:
         headers["Idempotent-Replayed"] = "true"
     return JSONResponse(
