@@ -42,7 +42,7 @@ from tether.errors import (
     UnknownSeq,
 )
 from tether.ids import new_run_id
-from tether.inspect import rate_wait_ms, run_view
+from tether.inspect import rate_wait_ms, run_view, with_row
 from tether.runtime import parse_config
 from tether.server.blob_route import get_blob
 from tether.server.console import console_page, favicon, run_children, run_page
@@ -160,6 +160,8 @@ async def get_run(request: Request) -> Response:
     view["at_seq"] = None if at is None else int(at)
     publish = server.publish
     first = graph.started
+    now = await server.store.runs.clock()
+    with_row(view, info if at is None else None, now)  # as of a seq: the log's words
     view.update(
         counts=counts(graph),
         timings={
@@ -169,7 +171,7 @@ async def get_run(request: Request) -> Response:
             "wall_ms": graph.wall_ms(),
             "rate_wait_ms": rate_wait_ms(graph),
         },
-        row=publish.view(row_view(info, await server.store.runs.clock()), run_id),
+        row=publish.view(row_view(info, now), run_id),
         urls=urls(run_id),
     )
     view["parent_run_id"] = (first.parent_run_id or None) if first else None
