@@ -41,8 +41,7 @@ from tether.executor import Outcome, RunExecutor
 from tether.fork import fork
 from tether.graph import Graph
 from tether.heartbeat import DEFAULT_LEASE_TTL, Heartbeat
-from tether.ids import ROOT_ID, child_run_id, new_run_id
-from tether.inputs import check_run_id
+from tether.ids import ROOT_ID, check_run_id, child_run_id, new_run_id
 from tether.records import (
     dump_json,
     limits_of,

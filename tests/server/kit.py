@@ -28,6 +28,7 @@ FILES = "tests.server.agents:files"
 FORGER = "tests.server.agents:forger"
 CONSOLE = "tests.server.agents:console"
 APPROVAL = "tests.server.agents:approval"
+ECHO = "tests.server.agents:echo"
 SRC = Path(tether.__file__).resolve().parent.parent
 ROOT = SRC.parent
 

@@ -42,7 +42,7 @@ from tether.errors import (
     UnknownSeq,
 )
 from tether.ids import new_run_id
-from tether.inspect import rate_wait_ms, run_view
+from tether.inspect import rate_wait_ms, run_view, with_row
 from tether.runtime import parse_config
 from tether.server.blob_route import get_blob
 from tether.server.console import console_page, favicon, run_children, run_page
@@ -51,7 +51,7 @@ from tether.server.events import parse_after, record_stream
 from tether.server.fork_route import fork_run
 from tether.server.limit_route import delete_limit, list_limits, put_limit
 from tether.server.limits import BodyTooLarge, TooMany
-from tether.server.listing import list_runs, row_view, urls
+from tether.server.listing import list_runs, row_view, run_url, urls
 from tether.server.openapi import openapi
 from tether.server.request import run_id_of, server_of
 from tether.server.schedule_route import add_schedule, list_schedules, remove_schedule
@@ -126,7 +126,7 @@ async def start_run(request: Request) -> Response:
         replayed = True
     info = await server.store.runs.get(run_id)
     status = info.status.value if info else Status.QUEUED.value
-    headers = {"Location": f"/v1/runs/{run_id}"}
+    headers = {"Location": run_url(run_id)}
     if replayed:
         headers["Idempotent-Replayed"] = "true"
     return JSONResponse(
@@ -160,6 +160,8 @@ async def get_run(request: Request) -> Response:
     view["at_seq"] = None if at is None else int(at)
     publish = server.publish
     first = graph.started
+    now = await server.store.runs.clock()
+    with_row(view, info if at is None else None, now)  # as of a seq: the log's words
     view.update(
         counts=counts(graph),
         timings={
@@ -169,7 +171,7 @@ async def get_run(request: Request) -> Response:
             "wall_ms": graph.wall_ms(),
             "rate_wait_ms": rate_wait_ms(graph),
         },
-        row=publish.view(row_view(info, await server.store.runs.clock()), run_id),
+        row=publish.view(row_view(info, now), run_id),
         urls=urls(run_id),
     )
     view["parent_run_id"] = (first.parent_run_id or None) if first else None

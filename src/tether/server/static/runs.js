@@ -96,8 +96,9 @@ function row(run, depth) {
   name.append(a);
   const status = document.createElement("td");
   const badge = document.createElement("span");
-  // A running row whose owner's lease ran out says so: its owner died, a worker adopts it.
-  const shown = run.state === "orphaned" ? "orphaned" : run.status;
+  // The API's word for where the run stands, as `tether runs` says it: `orphaned` for a
+  // running row whose owner's lease ran out (its owner died, a worker adopts it).
+  const shown = run.state;
   badge.className = "badge " + shown;
   badge.textContent = shown;
   status.append(badge);
