@@ -271,3 +271,39 @@ async def test_the_client_splits_lines_as_sse_does_and_gets_every_record_once(
     assert len(outputs) == 8 and all(o["text"] == HOSTILE for o in outputs)
     assert records[-1].data["result"] == {"text": HOSTILE}
     assert proxy.raw_sent > 0 and proxy.cuts >= 3
+
+
+# -- neighbours on the same host ----------------------------------------------------
+
+
+async def test_a_page_cookie_is_found_among_malformed_and_duplicate_neighbours(
+    server: ServerProcess,
+) -> None:
+    async with TetherClient(server.url, TOKEN) as client:
+        run_id = (await client.start(CHAIN, chain_input(1, 1, 0)))["run_id"]
+        other = (await client.start(CHAIN, chain_input(1, 1, 0)))["run_id"]
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        r = await http.get(f"/runs/{run_id}", params={"token": TOKEN})
+        good = r.headers["set-cookie"].split(";")[0].partition("=")[2]
+        r = await http.get(f"/runs/{other}", params={"token": TOKEN})
+        others = r.headers["set-cookie"].split(";")[0].partition("=")[2]
+        accepted = {
+            "a malformed neighbour first": f'foo={{"a":1}}; tether_page={good}',
+            "a malformed neighbour after": f'tether_page={good}; foo={{"a":1}}; bar',
+            "junk of ours after": f"tether_page={good}; tether_page=junk",
+            "junk of ours before": f"tether_page=junk; tether_page={good}",
+            "another run's first": f"tether_page={others}; tether_page={good}",
+            "quoted, spaced": f'x=y;tether_page = "{good}" ; z',
+        }
+        for why, cookie in accepted.items():
+            got = await http.get(f"/runs/{run_id}/events", headers={"Cookie": cookie})
+            assert got.status_code in (200, 204), why
+        refused = {
+            "only junk": 'foo={"a":1}; tether_page=junk',
+            "another run's only": f"tether_page={others}",
+            "a name that only ends like ours": f"xtether_page={good}",
+            "forged": f"tether_page={good[:-3]}AAA",
+        }
+        for why, cookie in refused.items():
+            got = await http.get(f"/runs/{run_id}/events", headers={"Cookie": cookie})
+            assert got.status_code == 401, why
