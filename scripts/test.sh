@@ -47,6 +47,22 @@ if [ ! -f "$AXE" ]; then
     axe-core@4.14.1 >/dev/null
 fi
 
+# The TypeScript client (clients/typescript): its dev dependencies (TypeScript,
+# openapi-typescript, esbuild) from npm as its lockfile pins them, again only when the
+# lockfile changes (rm -r clients/typescript/node_modules to redo).
+TS_CLIENT=clients/typescript
+TS_WANT="$(sha256sum "$TS_CLIENT/package-lock.json" | cut -d' ' -f1)"
+if [ ! -f "$TS_CLIENT/node_modules/.tether-lock" ] ||
+   [ "$(cat "$TS_CLIENT/node_modules/.tether-lock")" != "$TS_WANT" ]; then
+  if ! command -v npm >/dev/null; then
+    echo "scripts/test.sh: npm is missing; it installs the TypeScript client's dev dependencies" >&2
+    exit 1
+  fi
+  echo "installing the TypeScript client's dev dependencies (npm ci in $TS_CLIENT)"
+  (cd "$TS_CLIENT" && npm ci --silent --no-audit --no-fund >/dev/null)
+  echo "$TS_WANT" > "$TS_CLIENT/node_modules/.tether-lock"
+fi
+
 # The store is tested behind PgBouncer in transaction mode: Debian's package (not started
 # as a service; the test runs a private one).
 if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then
@@ -76,4 +92,8 @@ NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --quiet --site-dir build/
 # The tests start hundreds of tether processes; with PYTHONDONTWRITEBYTECODE set (as on these
 # machines) each would compile tether from source (~0.2 s). Compile it once, here.
 python3 -m compileall -q src >/dev/null
+# The TypeScript client: its generated types match the server's OpenAPI document, it
+# type-checks, and its tests pass against real `tether serve` processes (SQLite, PostgreSQL).
+(cd "$TS_CLIENT" && node scripts/check-generated.mjs && node_modules/.bin/tsc -p tsconfig.json &&
+  node --test --test-reporter=spec test/*.test.mjs)
 python3 -m pytest -q "$@"

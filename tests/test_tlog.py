@@ -334,7 +334,7 @@ async def test_a_parked_run_is_imported_queued_parks_again_and_takes_its_event(
     ("root", "child", "says"),
     [
         ("../etc", None, "run id '../etc': use letters"),
-        ("ok", "elsewhere", "run elsewhere is not named as a sub-agent run of ok"),
+        ("ok", "elsewhere", "run id 'elsewhere': not named as a sub-agent run of 'ok'"),
         ("ok", "ok.n1", "run ok.n1: its run frame and its first record name other parents"),
     ],
 )

@@ -12,7 +12,9 @@ stream time limit): it reconnects with Last-Event-ID and yields each record once
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -115,7 +117,7 @@ class TetherClient:
         """Status, budget used, counts, timings and nodes of a run; with `at_seq`, as they
         were once the record at that seq was."""
         params = {} if at_seq is None else {"at": at_seq}
-        return await self._call("GET", f"/v1/runs/{run_id}", params=params)
+        return await self._call("GET", f"/v1/runs/{_q(run_id)}", params=params)
 
     async def list(
         self, *, status: str | None = None, limit: int = 50, offset: int = 0
@@ -127,7 +129,7 @@ class TetherClient:
 
     async def cancel(self, run_id: str) -> dict[str, Any]:
         """Stop a run for good (it finishes CANCELLED); closing a stream never does."""
-        return await self._call("POST", f"/v1/runs/{run_id}/cancel")
+        return await self._call("POST", f"/v1/runs/{_q(run_id)}/cancel")
 
     async def resume(
         self, run_id: str, *, budget: dict[str, float | str] | None = None
@@ -135,14 +137,14 @@ class TetherClient:
         """Resume a paused run; `budget` replaces the limits it names, `"+N"` for N more
         than the run used so far (`{"max_nodes": "+2"}`)."""
         return await self._call(
-            "POST", f"/v1/runs/{run_id}/resume", json={"budget": budget} if budget else {}
+            "POST", f"/v1/runs/{_q(run_id)}/resume", json={"budget": budget} if budget else {}
         )
 
     async def export(self, run_id: str, *, blobs: bool = False) -> AsyncIterator[bytes]:
         """The run, its sub-agent runs (and with `blobs`, their blobs) as a `.tlog` file,
         chunk by chunk as the server streams it (`tether import` or `import_tlog` reads it)."""
         params = {"blobs": "true"} if blobs else {}
-        async with self._http.stream("GET", f"/v1/runs/{run_id}/export", params=params) as r:
+        async with self._http.stream("GET", f"/v1/runs/{_q(run_id)}/export", params=params) as r:
             if r.status_code >= 400:
                 await r.aread()
                 raise _api_error(r)
@@ -177,12 +179,12 @@ class TetherClient:
         if budget:
             body["budget"] = budget
         body = {k: v for k, v in body.items() if v is not None}
-        return await self._call("POST", f"/v1/runs/{run_id}/fork", json=body)
+        return await self._call("POST", f"/v1/runs/{_q(run_id)}/fork", json=body)
 
     async def upgrade(self, run_id: str, to: str) -> dict[str, Any]:
         """Move a run to version `to` of its agent's code (the server's code must be that
         version and able to continue it; otherwise ApiError 422 and nothing changes)."""
-        return await self._call("POST", f"/v1/runs/{run_id}/upgrade", json={"to": to})
+        return await self._call("POST", f"/v1/runs/{_q(run_id)}/upgrade", json={"to": to})
 
     async def schedules(self) -> dict[str, Any]:
         """The server's schedules (`{"schedules": [...]}`, by name): cron, agent, input, time
@@ -249,7 +251,7 @@ class TetherClient:
         """
         headers = {"Idempotency-Key": event_id} if event_id else {}
         return await self._call(
-            "POST", f"/v1/runs/{run_id}/signals/{key}", json=payload, headers=headers
+            "POST", f"/v1/runs/{_q(run_id)}/signals/{_q(key)}", json=payload, headers=headers
         )
 
     async def events(
@@ -276,7 +278,7 @@ class TetherClient:
             try:
                 async with self._http.stream(
                     "GET",
-                    f"/v1/runs/{run_id}/events",
+                    f"/v1/runs/{_q(run_id)}/events",
                     headers=headers,
                     params=params,
                     timeout=httpx.Timeout(30.0, read=None),
@@ -339,13 +341,39 @@ class _Message:
     id: str | None
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The lines of an SSE stream, as its specification splits them: UTF-8, ended by CRLF,
+    LF or CR only. Not str.splitlines(), which also splits on U+2028, U+2029, U+0085 and
+    other code points a JSON string may hold raw; a line the stream never ended is dropped.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    buf, first = "", True
+    async for chunk in chunks:
+        buf += decoder.decode(chunk)
+        if first and buf:
+            buf, first = buf.removeprefix("\ufeff"), False
+        start = 0
+        for end in _LINE_END.finditer(buf):
+            if end.group() == "\r" and end.end() == len(buf):
+                break  # perhaps the first half of a CRLF: wait for the next chunk
+            yield buf[start : end.start()]
+            start = end.end()
+        buf = buf[start:]
+    buf += decoder.decode(b"", final=True)
+    if buf.endswith("\r"):
+        yield buf[:-1]
+
+
 async def _messages(response: httpx.Response) -> AsyncIterator[_Message]:
     """Each SSE message of a response; comments are dropped."""
     kind: str | None = None
     data: list[str] = []
     retry: int | None = None
     msg_id: str | None = None
-    async for line in response.aiter_lines():
+    async for line in _lines(response.aiter_bytes()):
         if line == "":
             if kind is not None or data or retry is not None:
                 payload = _json_or_none("\n".join(data).encode()) if data else {}
@@ -376,6 +404,11 @@ def _record_seq(message: _Message) -> int | None:
     if not isinstance(seq, int) or isinstance(seq, bool) or seq != int(message.id):
         return None
     return seq
+
+
+def _q(part: str) -> str:
+    """One path segment, percent-encoded."""
+    return quote(part, safe="")
 
 
 def _json_or_none(raw: bytes) -> Any:

@@ -148,3 +148,31 @@ approval = Registry("test.server.approval", entry="ask")
 @approval.node("ask")
 async def ask(ctx: Context, node: Node) -> NodeResult:
     return NodeResult({"ask": "delete?"}, spawn=[Wait("approve", timeout=3600)])
+
+
+# Hands its `text` back in every output and live event, whatever characters it holds:
+# `parts` nodes each output it, then a last node returns it. With `child_key`, the first
+# node runs `helper` as a sub-agent run under that key first.
+echo = Registry("test.server.echo", entry="echo")
+
+
+@echo.node("echo")
+async def echo_text(ctx: Context, node: Node) -> NodeResult:
+    text = node.input.get("text", "")
+    ctx.emit({"type": "token", "text": text})
+    if "child_key" in node.input:
+        await ctx.run_child(helper, {"topic": "keys"}, key=node.input["child_key"])
+    parts = [Spawn("part", {"text": text, "i": i}, key=f"p{i}") for i in range(node.input["parts"])]
+    after = [f"p{i}" for i in range(len(parts))] or None
+    last = Spawn("last", {"text": text}, key="last", after=after)
+    return NodeResult({"text": text}, spawn=[*parts, last])
+
+
+@echo.node("part")
+async def echo_part(ctx: Context, node: Node) -> dict[str, Any]:
+    return {"text": node.input["text"], "i": node.input["i"]}
+
+
+@echo.node("last")
+async def echo_last(ctx: Context, node: Node) -> NodeResult:
+    return NodeResult({"text": node.input["text"]}, is_result=True)

@@ -28,6 +28,7 @@ FILES = "tests.server.agents:files"
 FORGER = "tests.server.agents:forger"
 CONSOLE = "tests.server.agents:console"
 APPROVAL = "tests.server.agents:approval"
+ECHO = "tests.server.agents:echo"
 SRC = Path(tether.__file__).resolve().parent.parent
 ROOT = SRC.parent
 
@@ -104,12 +105,15 @@ def start_server(
     port: int = 0,
     env: dict[str, str] | None = None,
     preexec_fn: Callable[[], None] | None = None,
+    token: str | None = TOKEN,
 ) -> ServerProcess:
-    """`tether serve` as a subprocess; returns once it printed the URL it listens on."""
+    """`tether serve` as a subprocess; returns once it printed the URL it listens on.
+    With `token=None` there is no `--token`: the server reads `env`'s, or makes one."""
+    given = ["--token", token] if token is not None else []
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "tether", "--db", db, "--blobs", str(home / "blobs"),
-            "serve", "--port", str(port), "--token", TOKEN, "--agent", CHAIN, "--agent", "demo",
+            "serve", "--port", str(port), *given, "--agent", CHAIN, "--agent", "demo",
             *args,
         ],
         cwd=home,

@@ -32,7 +32,7 @@ from tether.foundation.errors import BudgetSpent, RunBusy
 from tether.model.budgets import apply_change, parse_budget, parse_change, refuse_spent
 from tether.model.graph import Graph
 from tether.model.records import Record, limits_of
-from tether.model.run_view import run_view, waits_view
+from tether.model.run_view import run_view, status_words, waits_view, with_row
 from tether.store import (
     RunFilter,
     RunInfo,
@@ -476,17 +476,18 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     if info is not None:
         [info] = await with_waiting(store, [info])
     if args.json:
-        view = run_view(graph, outputs=args.outputs)
+        view = with_row(run_view(graph, outputs=args.outputs), info, now)
         view["at_seq"] = args.at
         if info is not None:
-            view.update(_ownership(info, now))
+            view["lease_left"] = info.lease_left(now)
         print(json.dumps(view, indent=2))
         return 0
     from tether.cli.display import budget_line, graph_tree, lease_state
 
     if args.at is not None:
         console.print(f"run {args.run_id} as of seq {args.at} (tether history lists the seqs)")
-    console.print(graph_tree(graph))
+    state = status_words(graph.status, info, now)[1]  # as `tether runs` says it
+    console.print(graph_tree(graph, f"run {graph.run_id} [{graph.agent}] {state}"))
     if graph.agent_version:
         console.print(f"agent {graph.agent} version {graph.agent_version}")
     console.print(budget_line(graph))
@@ -501,11 +502,6 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     if graph.open_waits:
         print_waits(graph)
     return 0
-
-
-def _ownership(info: RunInfo, now: float) -> dict[str, Any]:
-    """Whether a run's owner is live, as views show it (`owner`, `epoch`: the run view's)."""
-    return {"state": info.state(now), "lease_left": info.lease_left(now)}
 
 
 async def cmd_blobs_gc(store: Store, args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from tether.engine.steps import STOPS_NODE
 from tether.foundation import eager, logs
 from tether.foundation.core import NOTHING_USED, Node, NodeResult, Sleep, Spawn, Wait, make_node
 from tether.foundation.errors import (
+    BadRunId,
     CannotContinue,
     ChildFailed,
     ChildPaused,
@@ -58,7 +59,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("tether.engine.executor")
 
 # Errors that no retry can fix.
-_PERMANENT = (OutputNotSerializable, RecordTooLarge, InvalidSpawn, UnknownNodeKind, ChildFailed)
+# A bad sub-agent key (BadRunId) is as bad on every attempt.
+_PERMANENT = (
+    OutputNotSerializable,
+    RecordTooLarge,
+    InvalidSpawn,
+    UnknownNodeKind,
+    ChildFailed,
+    BadRunId,
+)
 
 # Rounds of the loop without a suspension before it yields to the event loop once.
 _YIELD_EVERY = 32

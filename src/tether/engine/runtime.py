@@ -39,8 +39,7 @@ from tether.foundation.errors import (
     UnknownRun,
     UnknownSeq,
 )
-from tether.foundation.ids import ROOT_ID, child_run_id, new_run_id
-from tether.foundation.inputs import check_run_id
+from tether.foundation.ids import ROOT_ID, check_run_id, child_run_id, new_run_id
 from tether.model.budgets import Change, refuse_spent
 from tether.model.columns import applied, applied_turns
 from tether.model.graph import Graph

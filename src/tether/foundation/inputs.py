@@ -1,35 +1,17 @@
-"""Checked at the door: a run's input against its agent's declared shape, and run ids.
+"""Checked at the door: a run's input against its agent's declared shape.
 
 An agent declares its input as a pydantic model or a JSON schema (`Registry(input=...)`,
 with an optional `default_input=`); `Runtime.create` (so `Runtime.start`, `tether submit`
 and `POST /v1/runs`) refuses an input that does not fit with `BadInput` naming where it
-went wrong, before anything is recorded. Run ids given by callers are checked here too.
+went wrong, before anything is recorded. Run ids are checked in `tether.foundation.ids`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from tether.foundation.errors import BadInput, BadRunId
-
-# Letters, digits, `_`, `-` and `:`; no `.`, which separates a sub-agent run's id from its
-# parent's (`run.node.key`), so a caller's id can never be taken for a child's.
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_:-]*")
-MAX_RUN_ID = 128
-
-
-def check_run_id(run_id: str) -> str:
-    """`run_id` if it is a valid caller-given run id; BadRunId naming the rule otherwise."""
-    if not isinstance(run_id, str) or not 1 <= len(run_id) <= MAX_RUN_ID:
-        raise BadRunId(f"run id {run_id!r}: must be 1 to {MAX_RUN_ID} characters")
-    if RUN_ID.fullmatch(run_id) is None:
-        raise BadRunId(
-            f"run id {run_id!r}: use letters, digits, '_', '-' and ':' (starting with a "
-            "letter or digit)"
-        )
-    return run_id
+from tether.foundation.errors import BadInput
 
 
 class InputShape:

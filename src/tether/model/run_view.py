@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from tether.foundation.status import Status
 from tether.model.graph import Graph
@@ -22,6 +22,9 @@ from tether.model.records import (
     body_of,
     started_at_us_of,
 )
+
+if TYPE_CHECKING:
+    from tether.store.base import RunInfo
 
 FORMAT_VERSION = 1
 
@@ -298,3 +301,24 @@ def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
         "waits": waits_view(graph),
         "nodes": [node_view(graph, n, outputs=outputs) for n in order],
     }
+
+
+def status_words(status: Status, info: RunInfo | None, now: float) -> tuple[str, str]:
+    """A run's `status` and `state`, the words `tether runs` shows, from its log's status.
+
+    `status` is where the run stands (queued, running, paused, waiting, succeeded, failed,
+    cancelled) and `state` the same word, except `orphaned` for a running run whose
+    owner's lease ran out. Both come from the run's row, which knows what its log cannot:
+    that a run no worker has taken up yet is queued, and that its owner is gone. A
+    finished log is final, whatever a row read a moment before it says. Without a row (a
+    view as of a seq) both are the log's status at that seq.
+    """
+    if info is None or status.finished:
+        return status.value, status.value
+    return info.status.value, info.state(now)
+
+
+def with_row(view: dict[str, Any], info: RunInfo | None, now: float) -> dict[str, Any]:
+    """A run view with `status` and `state` as `status_words` gives them."""
+    view["status"], view["state"] = status_words(Status(view["status"]), info, now)
+    return view

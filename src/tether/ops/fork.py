@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 from tether.engine.writer import NewFork
 from tether.foundation.core import Budget
 from tether.foundation.errors import BadFork, UnknownRun
-from tether.foundation.ids import new_run_id
+from tether.foundation.ids import check_run_id, new_run_id
 from tether.model.budgets import Change, apply_change
 from tether.model.graph import Graph, GraphError
 from tether.model.records import (
@@ -86,7 +86,7 @@ async def fork(
             budget = apply_change(budget, await runtime.load(run_id, at_seq=seq))
         own[seq + 1] = run_resumed(runtime.owner, None, limits_of(budget))
 
-    fork_id = new_id or new_run_id()
+    fork_id = check_run_id(new_id) if new_id else new_run_id()
     segments = plan_segments(run_id, await runtime.store.forks.segments(run_id), seq, own)
     # On the version its prefix ends on: claimed by workers of that version (pinning).
     version = await _version_at(runtime, run_id, seq, head) or None

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tether.engine.writer import NewFork
-from tether.foundation.ids import parent_node_of
+from tether.foundation.errors import BadFork, BadRunId
+from tether.foundation.ids import check_any_run_id, parent_node_of
 from tether.foundation.status import Status
 from tether.model.records import Record, at_us_of, copy_of, decode_log
 from tether.store.base import RunFilter, RunInfo
@@ -63,7 +64,10 @@ async def fork_children(
             cut = max((i for i, r in enumerate(records) if at_us_of(r) <= until_us), default=None)
         if cut is None:
             continue  # nothing recorded by then: the fork's node starts it
-        new_id = fork_id + child.run_id[len(source_id) :]
+        try:  # the fork's id may be longer than its source's
+            new_id = check_any_run_id(fork_id + child.run_id[len(source_id) :])
+        except BadRunId as exc:
+            raise BadFork(f"sub-agent run {child.run_id}: {exc}") from None
         family.append(await _fork_one(runtime, child, records, cut, fork_id, new_id))
         family += await fork_children(runtime, child.run_id, new_id, cut, until_us)
     return family

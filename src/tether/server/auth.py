@@ -8,7 +8,7 @@ that one run (see `tether.server.session`), which the page sets once from
 `/runs/{id}?token=...` or a sign-in. Only GETs: a cookie never changes state.
 
 A browser asking for a page without credentials gets the sign-in form (still a 401 with
-`WWW-Authenticate: Bearer`); the console's shell at `/` holds no data and is public.
+`WWW-Authenticate: Bearer`); the console's shell at `/` and its icon hold no data and are public.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tether.server.page import CHALLENGE, sign_in_page
 from tether.server.session import BEARER_OK, QUERY_TOKEN_OK, Sessions, run_scope
 
-PUBLIC = frozenset({"/", "/healthz", "/readyz"})
+PUBLIC = frozenset({"/", "/healthz", "/readyz", "/favicon.svg", "/favicon.ico"})
 PAGE_PARTS = frozenset({"", "events", "children"})
 
 

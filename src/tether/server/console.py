@@ -14,12 +14,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from tether.foundation.ids import parent_node_of
-from tether.server.page import COMMON_JS, missing_run_page, page
+from tether.server.page import COMMON_JS, asset, missing_run_page, page
 from tether.server.request import run_id_of, server_of
 from tether.server.session import BEARER_OK, QUERY_TOKEN_OK, page_path
 from tether.store.base import RunFilter
 
 MAX_CHILDREN = 500
+
+
+async def favicon(request: Request) -> Response:
+    """The console's icon, public as `/` is: at `/favicon.svg`, which every page links,
+    and at `/favicon.ico`, where a browser (or a tool) looks by itself."""
+    return Response(
+        asset("favicon.svg"),
+        media_type="image/svg+xml",
+        headers={"Cache-Control": "public, max-age=86400"},
+    )
 
 
 async def console_page(request: Request) -> Response:

@@ -40,6 +40,30 @@ class StreamSettings:
     cancel_wait_s: float = 30.0
 
 
+# What a reader may take for the end of a line: CR and LF (the SSE specification), and
+# what Python's str.splitlines() and other lax parsers split on too.
+LINE_BREAKS = ("\r", "\n", "\u2028", "\u2029", "\x85")
+# json.dumps escapes CR, LF and every other control below U+0020, not these.
+_UNESCAPED = (("\u2028", "\\u2028"), ("\u2029", "\\u2029"), ("\x85", "\\u0085"))
+
+
+def sse_data(data: Any) -> str:
+    """`data` as compact JSON on one line by any reader's rule: the line breaks JSON leaves
+    raw (they can only sit inside strings) escaped as `\\uXXXX`."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    for raw, escaped in _UNESCAPED:
+        if raw in text:
+            text = text.replace(raw, escaped)
+    return text
+
+
+def _field(name: str, value: str) -> str:
+    """One `name: value` line; a value that could end the line is a bug, never sent."""
+    if any(c in value for c in LINE_BREAKS):
+        raise ValueError(f"SSE {name or 'comment'} with a line break: {value!r}")
+    return f"{name}: {value}"
+
+
 def sse(
     *,
     event: str | None = None,
@@ -48,18 +72,23 @@ def sse(
     retry: int | None = None,
     comment: str | None = None,
 ) -> bytes:
-    """One SSE message; `data` is sent as compact JSON on one line."""
+    """One SSE message; `data` is sent as compact JSON on one line.
+
+    Comments are the server's own words (never a run id, a key or any caller's text), and
+    every field is checked free of line breaks, so nothing a caller or a handler wrote can
+    start a line of the stream.
+    """
     lines = []
     if comment is not None:
-        lines.append(f": {comment}")
+        lines.append(_field("", comment))
     if retry is not None:
-        lines.append(f"retry: {retry}")
+        lines.append(f"retry: {int(retry)}")
     if id is not None:
-        lines.append(f"id: {id}")
+        lines.append(f"id: {int(id)}")
     if event is not None:
-        lines.append(f"event: {event}")
+        lines.append(_field("event", event))
     if data is not None:
-        lines.append("data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False))
+        lines.append("data: " + sse_data(data))
     return ("\n".join(lines) + "\n\n").encode()
 
 
@@ -84,7 +113,7 @@ async def record_stream(
     wake_wait: asyncio.Future[Any] | None = None
     server.streams_open += 1
     try:
-        yield sse(retry=settings.retry_ms, comment=f"run {run_id} after seq {after}")
+        yield sse(retry=settings.retry_ms, comment=f"after seq {after}")
         last, first_read, read = after, True, True
         next_keepalive = loop.time() + settings.keepalive_s
         while True:
@@ -189,4 +218,12 @@ def parse_after(last_event_id: str | None, after: str | None) -> int:
     return value
 
 
-__all__ = ["LIVE", "StreamSettings", "live_view", "parse_after", "record_stream", "sse"]
+__all__ = [
+    "LIVE",
+    "StreamSettings",
+    "live_view",
+    "parse_after",
+    "record_stream",
+    "sse",
+    "sse_data",
+]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from tether.control.deploys import with_waiting
 from tether.server.request import server_of
 from tether.server.schemas import BadRequest
+from tether.server.session import page_path
 from tether.store.base import STATES, RunFilter, RunInfo, state_filter
 from tether.store.forks import Origin
 
@@ -57,8 +58,13 @@ class UsageCache:
             self._kept.popitem(last=False)
 
 
+def run_url(run_id: str) -> str:
+    """A run's API path, its id percent-encoded (`/` and every other reserved character)."""
+    return "/v1/runs/" + quote(run_id, safe="")
+
+
 def urls(run_id: str) -> dict[str, str]:
-    base = f"/v1/runs/{run_id}"
+    base = run_url(run_id)
     return {
         "self": base,
         "events": f"{base}/events",
@@ -66,7 +72,7 @@ def urls(run_id: str) -> dict[str, str]:
         "resume": f"{base}/resume",
         "fork": f"{base}/fork",
         "signals": f"{base}/signals/{{key}}",
-        "page": f"/runs/{run_id}",
+        "page": page_path(run_id),
     }
 
 

@@ -43,15 +43,15 @@ from tether.foundation.errors import (
     UnknownSeq,
 )
 from tether.foundation.ids import new_run_id
-from tether.model.run_view import rate_wait_ms, run_view
+from tether.model.run_view import rate_wait_ms, run_view, with_row
 from tether.server.blob_route import get_blob
-from tether.server.console import console_page, run_children, run_page
+from tether.server.console import console_page, favicon, run_children, run_page
 from tether.server.deploy_route import list_workers, upgrade_run
 from tether.server.events import parse_after, record_stream
 from tether.server.fork_route import fork_run
 from tether.server.limit_route import delete_limit, list_limits, put_limit
 from tether.server.limits import BodyTooLarge, TooMany
-from tether.server.listing import list_runs, row_view, urls
+from tether.server.listing import list_runs, row_view, run_url, urls
 from tether.server.openapi import openapi
 from tether.server.request import run_id_of, server_of
 from tether.server.schedule_route import add_schedule, list_schedules, remove_schedule
@@ -126,7 +126,7 @@ async def start_run(request: Request) -> Response:
         replayed = True
     info = await server.store.runs.get(run_id)
     status = info.status.value if info else Status.QUEUED.value
-    headers = {"Location": f"/v1/runs/{run_id}"}
+    headers = {"Location": run_url(run_id)}
     if replayed:
         headers["Idempotent-Replayed"] = "true"
     return JSONResponse(
@@ -160,6 +160,8 @@ async def get_run(request: Request) -> Response:
     view["at_seq"] = None if at is None else int(at)
     publish = server.publish
     first = graph.started
+    now = await server.store.runs.clock()
+    with_row(view, info if at is None else None, now)  # as of a seq: the log's words
     view.update(
         counts=counts(graph),
         timings={
@@ -169,7 +171,7 @@ async def get_run(request: Request) -> Response:
             "wall_ms": graph.wall_ms(),
             "rate_wait_ms": rate_wait_ms(graph),
         },
-        row=publish.view(row_view(info, await server.store.runs.clock()), run_id),
+        row=publish.view(row_view(info, now), run_id),
         urls=urls(run_id),
     )
     view["parent_run_id"] = (first.parent_run_id or None) if first else None
@@ -405,6 +407,8 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/signals/{key}", signal_run, methods=["POST"]),
         Route("/v1/blobs/{sha256}", get_blob, methods=["GET"]),
         Route("/", console_page, methods=["GET"]),
+        Route("/favicon.svg", favicon, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
         Route("/runs/{run_id}", run_page, methods=["GET"]),
         # What the page reads, under the page's path so its session cookie reaches it.
         Route("/runs/{run_id}/events", run_events, methods=["GET"]),

@@ -19,8 +19,7 @@ from typing import Any
 
 from tether.blobs import BlobStore
 from tether.foundation.errors import BadRunId, BadTlog, CorruptRecord, ImportConflict, RunExists
-from tether.foundation.ids import parent_node_of
-from tether.foundation.inputs import check_run_id
+from tether.foundation.ids import check_child_run_id, check_run_id
 from tether.foundation.status import Status
 from tether.model.columns import applied
 from tether.model.graph import Graph
@@ -207,10 +206,11 @@ def _check_family(source: str, header: dict[str, Any], runs: Sequence[TlogRun]) 
         parent = run.info.parent_run_id
         if run is not runs[0] and parent not in seen:
             raise BadTlog(source, f"run {run.info.run_id}'s parent {parent} is not before it")
-        if parent and parent_node_of(run.info.run_id, parent) is None:
-            raise BadTlog(
-                source, f"run {run.info.run_id} is not named as a sub-agent run of {parent}"
-            )
+        if parent:
+            try:  # the parent's id, a node's id and a key: nothing else, in the one set
+                check_child_run_id(run.info.run_id, parent)
+            except BadRunId as exc:
+                raise BadTlog(source, str(exc)) from None
         if run.info.run_id in seen:
             raise BadTlog(source, f"run {run.info.run_id} appears twice")
         seen.add(run.info.run_id)

@@ -24,7 +24,7 @@ const Tether = {
     title.id = "signin-title";
     title.textContent = "Sign in";
     const help = document.createElement("p");
-    help.textContent = "Paste the server's API token (tether serve --token, or TETHER_TOKEN). " +
+    help.textContent = "Paste the server's API token (tether serve --token, or TETHER_API_TOKEN). " +
       "It is kept for this browser tab only.";
     const label = document.createElement("label");
     label.htmlFor = "signin-token";

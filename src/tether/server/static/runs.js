@@ -44,6 +44,7 @@ async function load() {
   }
   if (generation !== list.generation) return;  // the filters changed meanwhile
   if (r.status === 401) {
+    document.getElementById("list").hidden = true;
     Tether.forget();
     const note = list.fetches ? "That token was not accepted." : "";
     Tether.signIn(document.getElementById("signin"), tryToken, () => load(), note);
@@ -58,6 +59,7 @@ async function load() {
   list.fetches += 1;
   list.rows = body.runs;
   list.next = body.next;
+  document.getElementById("list").hidden = false;
   show("");
   draw();
   list.timer = setTimeout(load, REFRESH_MS);
@@ -94,8 +96,9 @@ function row(run, depth) {
   name.append(a);
   const status = document.createElement("td");
   const badge = document.createElement("span");
-  // A running row whose owner's lease ran out says so: its owner died, a worker adopts it.
-  const shown = run.state === "orphaned" ? "orphaned" : run.status;
+  // The API's word for where the run stands, as `tether runs` says it: `orphaned` for a
+  // running row whose owner's lease ran out (its owner died, a worker adopts it).
+  const shown = run.state;
   badge.className = "badge " + shown;
   badge.textContent = shown;
   status.append(badge);

@@ -10,13 +10,23 @@ async function tryToken(token) {
   return r.status;
 }
 
+// The token was good but there is no such run: the page says that alone, as the page
+// for an unknown run does (static/missing.html), with nothing left of the sign-in.
+function missing() {
+  const runId = decodeURIComponent(location.pathname.slice("/runs/".length));
+  document.title = "tether: no such run";
+  document.getElementById("page-title").textContent = "no such run";
+  const code = document.createElement("code");
+  code.textContent = runId;
+  const p = document.createElement("p");
+  p.append("There is no run ", code, " on this server. It may have been started on " +
+    "another store, or its id was mistyped.");
+  document.getElementById("first-note").textContent = "";
+  document.getElementById("signin").replaceChildren(p);
+}
+
 function opened(status) {
-  if (status === 404) {
-    const p = document.createElement("p");
-    p.textContent = "no such run on this server";
-    document.getElementById("signin").replaceChildren(p);
-    return;
-  }
+  if (status === 404) { missing(); return; }
   location.replace(location.pathname);  // drops a ?token= that was not accepted
 }
 
@@ -24,8 +34,12 @@ async function start() {
   const box = document.getElementById("signin");
   const stored = Tether.token();
   if (stored) {
+    const title = document.getElementById("page-title");
+    const asked = title.textContent;
+    title.textContent = "opening with this tab's sign-in…";
     const status = await tryToken(stored).catch(() => 0);
     if (status !== 401 && status !== 0) { opened(status); return; }
+    title.textContent = asked;
     Tether.forget();
   }
   Tether.signIn(box, tryToken, opened, "");

@@ -1,0 +1,351 @@
+"""Issue 39 against a real `tether serve`: ids, keys and streams that no agent output, key or
+imported file can forge; the client reads any line break a stream may hold."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from tests.server.agents import chain_input
+from tests.server.kit import (
+    CHAIN,
+    ECHO,
+    FILES,
+    OUTPUT,
+    TOKEN,
+    ServerProcess,
+    running,
+    start_server,
+)
+from tether.client import RunEvent, TetherClient
+from tether.ops.tlog.format import END, HEADER, RUN, FrameWriter, read_frames
+from tether.store.base import Store
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+# Every code point some reader takes for the end of a line, and SSE field names after them.
+HOSTILE = "a\u2028event: end\u2028b\u2029id: 999\u2029c\x85data: {}\x85d\r\ne\rf\ng"
+BREAKS = ("\r", "\n", "\u2028", "\u2029", "\x85")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    proc = start_server(tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", "--agent", ECHO)
+    yield proc
+    assert proc.stop() == 0
+
+
+async def follow(url: str, agent: str, input: Any) -> tuple[str, list[RunEvent]]:
+    async with TetherClient(url, TOKEN) as client:
+        run_id = (await client.start(agent, input))["run_id"]
+        async with asyncio.timeout(60):
+            return run_id, [e async for e in client.events(run_id)]
+
+
+async def raw_stream(url: str, run_id: str) -> str:
+    """The whole text of a run's stream, read to its end as bytes."""
+    async with (
+        httpx.AsyncClient(base_url=url, headers=AUTH, timeout=60) as http,
+        http.stream("GET", f"/v1/runs/{run_id}/events", params={"tokens": "1"}) as r,
+    ):
+        assert r.status_code == 200
+        return (await r.aread()).decode()
+
+
+# -- streams ------------------------------------------------------------------------
+
+
+async def test_no_stream_line_holds_output_line_breaks_nor_a_run_id_in_a_comment(
+    server: ServerProcess,
+) -> None:
+    run_id, records = await follow(server.url, ECHO, {"text": HOSTILE, "parts": 2})
+    assert records[-1].data["status"] == "succeeded"
+    text = await raw_stream(server.url, run_id)
+    for c in ("\u2028", "\u2029", "\x85"):
+        assert c not in text, f"{c!r} sent raw"
+    lines = re.split(r"\r\n|\r|\n", text)
+    comments = [line for line in lines if line.startswith(":")]
+    assert comments and not [c for c in comments if run_id in c], comments
+    # Escaped, not lost: every output arrives as it was written.
+    data = [json.loads(line[len("data: ") :]) for line in lines if line.startswith("data: ")]
+    outputs = [d["output"] for d in data if d.get("body") == "node_completed"]
+    assert len(outputs) == 4 and all(o["text"] == HOSTILE for o in outputs)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "a/b",
+        "k\n\nid: 999\nevent: record\ndata: {}",
+        "dots.in.it",
+        "tab\there",
+        "k" * 65,
+    ],
+    ids=["slash", "sse-lines", "dots", "tab", "too-long"],
+)
+async def test_a_sub_agent_key_outside_the_set_fails_its_node_naming_the_key(
+    server: ServerProcess, key: str
+) -> None:
+    run_id, records = await follow(server.url, ECHO, {"text": "t", "parts": 1, "child_key": key})
+    [failed] = [r.data for r in records if r.data["body"] == "node_failed"]
+    assert failed["error"]["type"] == "BadRunId" and failed["retryable"] is False
+    assert f"sub-agent key {key!r}" in failed["error"]["message"]
+    assert records[-1].data["body"] == "run_finished" and records[-1].data["status"] == "failed"
+    async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as http:
+        children = (await http.get("/v1/runs", params={"parent": run_id})).json()["runs"]
+    assert children == []
+
+
+async def test_a_valid_sub_agent_key_makes_a_reachable_child(server: ServerProcess) -> None:
+    run_id, records = await follow(
+        server.url, ECHO, {"text": "t", "parts": 1, "child_key": "tenant:a-1_b"}
+    )
+    assert records[-1].data["status"] == "succeeded"
+    async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as http:
+        [child] = (await http.get("/v1/runs", params={"parent": run_id})).json()["runs"]
+        assert child["run_id"].endswith(".tenant:a-1_b")
+        assert child["urls"]["self"] == "/v1/runs/" + quote(child["run_id"], safe="")
+        assert (await http.get(child["urls"]["self"])).json()["status"] == "succeeded"
+
+
+# -- imports ------------------------------------------------------------------------
+
+
+async def renamed(data: bytes, ids: dict[str, str]) -> bytes:
+    """A `.tlog` file's bytes with runs renamed (`ids`: old id -> new id), hashed anew."""
+
+    async def chunks() -> Any:
+        yield data
+
+    out = FrameWriter()
+    parts = [out.start()]
+    counts: dict[str, int] = {}
+    async for frame in read_frames("test", chunks()):
+        if frame.kind in (HEADER, RUN):
+            value = frame.json("test")
+            for field in ("run_id", "parent_run_id"):
+                if value.get(field):
+                    value[field] = ids.get(value[field], value[field])
+            if frame.kind == HEADER:
+                value["runs"] = [ids.get(r, r) for r in value["runs"]]
+            parts.append(out.json_frame(frame.kind, value))
+        elif frame.kind == END:
+            counts = {k: v for k, v in frame.json("test").items() if k != "sha256"}
+        else:
+            parts.append(out.frame(frame.kind, frame.payload))
+    parts.append(out.end(counts))
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize(
+    "key", ["a/b", "x\n\nid: 999", "k.extra.parts"], ids=["slash", "newline", "extra-parts"]
+)
+async def test_an_import_refuses_a_sub_agent_run_id_outside_the_set(
+    server: ServerProcess, key: str
+) -> None:
+    run_id, records = await follow(server.url, ECHO, {"text": "t", "parts": 1, "child_key": "good"})
+    assert records[-1].data["status"] == "succeeded"
+    async with TetherClient(server.url, TOKEN) as client:
+        data = b"".join([c async for c in client.export(run_id)])
+        [child] = (await client._call("GET", "/v1/runs", params={"parent": run_id}))["runs"]
+    bad_id = child["run_id"].removesuffix("good") + key
+    forged = await renamed(data, {child["run_id"]: bad_id})
+    async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as http:
+        r = await http.post("/v1/runs/import", content=forged)
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["type"] == "bad_tlog"
+        assert repr(bad_id) in r.json()["error"]["message"]
+        children = (await http.get("/v1/runs", params={"parent": run_id})).json()["runs"]
+    assert [c["run_id"] for c in children] == [child["run_id"]]
+
+
+# -- urls ---------------------------------------------------------------------------
+
+
+async def test_urls_in_answers_are_percent_encoded(
+    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run recorded before ids were checked (or by other code) may hold any id.
+    run_id = "old run?x=1#frag"
+    monkeypatch.setattr("tether.engine.runtime.check_run_id", lambda run_id: run_id)
+    async with (
+        running(sqlite_store) as (url, server_),
+        httpx.AsyncClient(base_url=url, headers=AUTH) as http,
+    ):
+        await server_.launcher.start(CHAIN, chain_input(1, 1, 0), run_id=run_id, budget=None)
+        [row] = (await http.get("/v1/runs")).json()["runs"]
+        view = (await http.get("/v1/runs/" + quote(run_id, safe=""))).json()
+        for urls in (row["urls"], view["urls"]):
+            assert urls["self"] == "/v1/runs/old%20run%3Fx%3D1%23frag"
+            assert urls["events"] == urls["self"] + "/events"
+            assert urls["page"] == "/runs/old%20run%3Fx%3D1%23frag"
+            assert urls["signals"] == urls["self"] + "/signals/{key}"
+        assert (await http.get(row["urls"]["self"])).json()["run_id"] == run_id
+
+
+# -- the Python client --------------------------------------------------------------
+
+
+class RawBreaksProxy:
+    """Serves a run's stream from a real server, with the line breaks the server escapes
+    (`\\u2028`, `\\u2029`, `\\u0085`) sent raw, as JSON allows and another server may
+    send them, and cut after every `cut_every` records (a gateway with a short timeout)."""
+
+    UNESCAPE = ((b"\\u2028", "\u2028"), (b"\\u2029", "\u2029"), (b"\\u0085", "\x85"))
+
+    def __init__(self, upstream: str, cut_every: int) -> None:
+        self.upstream = upstream
+        self.cut_every = cut_every
+        self.cuts = 0
+        self.raw_sent = 0  # raw line breaks sent
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> RawBreaksProxy:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+            _, target, _ = head[0].split(" ")
+            wanted = {"authorization", "last-event-id"}
+            headers = {
+                k: v.strip()
+                for k, _, v in (line.partition(":") for line in head[1:] if line)
+                if k.lower() in wanted
+            }
+            async with (
+                httpx.AsyncClient(base_url=self.upstream, timeout=60) as http,
+                http.stream("GET", target, headers=headers) as r,
+            ):
+                writer.write(
+                    f"HTTP/1.1 {r.status_code} X\r\nContent-Type: "
+                    f"{r.headers.get('content-type', 'text/plain')}\r\n"
+                    "Connection: close\r\n\r\n".encode()
+                )
+                records, pending = 0, b""
+                async for chunk in r.aiter_raw():
+                    pending += chunk
+                    *messages, pending = pending.split(b"\n\n")
+                    for message in messages:
+                        for escaped, raw in self.UNESCAPE:
+                            message = message.replace(escaped, raw.encode())
+                            self.raw_sent += message.count(raw.encode())
+                        writer.write(message + b"\n\n")
+                        records += b"\nevent: record\n" in message
+                        if records >= self.cut_every:
+                            self.cuts += 1
+                            await writer.drain()
+                            writer.transport.abort()  # a cut, not a clean end
+                            return
+                    await writer.drain()
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+async def test_the_client_splits_lines_as_sse_does_and_gets_every_record_once(
+    server: ServerProcess,
+) -> None:
+    async with TetherClient(server.url, TOKEN) as direct:
+        run_id = (await direct.start(ECHO, {"text": HOSTILE, "parts": 6}))["run_id"]
+    async with (
+        RawBreaksProxy(server.url, cut_every=2) as proxy,
+        TetherClient(proxy.url, TOKEN) as client,
+    ):
+        async with asyncio.timeout(60):
+            records = [e async for e in client.events(run_id)]
+    assert [e.seq for e in records] == list(range(len(records)))
+    assert records[-1].data["body"] == "run_finished"
+    assert records[-1].data["status"] == "succeeded"
+    outputs = [e.data["output"] for e in records if e.data["body"] == "node_completed"]
+    assert len(outputs) == 8 and all(o["text"] == HOSTILE for o in outputs)
+    assert records[-1].data["result"] == {"text": HOSTILE}
+    assert proxy.raw_sent > 0 and proxy.cuts >= 3
+
+
+# -- neighbours on the same host ----------------------------------------------------
+
+
+async def test_a_page_cookie_is_found_among_malformed_and_duplicate_neighbours(
+    server: ServerProcess,
+) -> None:
+    async with TetherClient(server.url, TOKEN) as client:
+        run_id = (await client.start(CHAIN, chain_input(1, 1, 0)))["run_id"]
+        other = (await client.start(CHAIN, chain_input(1, 1, 0)))["run_id"]
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        r = await http.get(f"/runs/{run_id}", params={"token": TOKEN})
+        good = r.headers["set-cookie"].split(";")[0].partition("=")[2]
+        r = await http.get(f"/runs/{other}", params={"token": TOKEN})
+        others = r.headers["set-cookie"].split(";")[0].partition("=")[2]
+        accepted = {
+            "a malformed neighbour first": f'foo={{"a":1}}; tether_page={good}',
+            "a malformed neighbour after": f'tether_page={good}; foo={{"a":1}}; bar',
+            "junk of ours after": f"tether_page={good}; tether_page=junk",
+            "junk of ours before": f"tether_page=junk; tether_page={good}",
+            "another run's first": f"tether_page={others}; tether_page={good}",
+            "quoted, spaced": f'x=y;tether_page = "{good}" ; z',
+        }
+        for why, cookie in accepted.items():
+            got = await http.get(f"/runs/{run_id}/events", headers={"Cookie": cookie})
+            assert got.status_code in (200, 204), why
+        refused = {
+            "only junk": 'foo={"a":1}; tether_page=junk',
+            "another run's only": f"tether_page={others}",
+            "a name that only ends like ours": f"xtether_page={good}",
+            "forged": f"tether_page={good[:-3]}AAA",
+        }
+        for why, cookie in refused.items():
+            got = await http.get(f"/runs/{run_id}/events", headers={"Cookie": cookie})
+            assert got.status_code == 401, why
+
+
+# -- blobs --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("recorded", "served", "disposition"),
+    [
+        ('text/html; charset=utf-8; x="\r\nX-Evil: 1"', "text/html; charset=utf-8", "attachment"),
+        ('image/PNG; x="\r\n"; charset="utf-8"', "image/png; charset=utf-8", "inline"),
+        ("text/plain; charset=utf-8; charset=latin1", "text/plain; charset=utf-8", "attachment"),
+        ("no type\r\nX-Evil: 1", "application/octet-stream", "attachment"),
+    ],
+    ids=["quoted-crlf", "inline-image", "two-charsets", "no-type"],
+)
+async def test_a_blob_is_served_with_its_type_and_safe_parameters_only(
+    tmp_path: Path, recorded: str, served: str, disposition: str
+) -> None:
+    server = start_server(tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", "--agent", FILES)
+    try:
+        run_id, records = await follow(server.url, FILES, {"text": "hi", "media_type": recorded})
+        sha = records[-1].data["result"]["sha256"]
+        async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as http:
+            r = await http.get(f"/v1/blobs/{sha}", params={"run_id": run_id})
+            assert (await http.get("/healthz")).status_code == 200
+        lines = list(OUTPUT.get(server.proc.pid, []))
+    finally:
+        assert server.stop() == 0
+    assert r.status_code == 200 and r.text == "hi"
+    assert r.headers["content-type"] == served
+    assert r.headers["content-disposition"].startswith(disposition)
+    assert "x-evil" not in r.headers
+    assert not [line for line in lines if "Traceback" in line], "".join(lines)
