@@ -15,7 +15,16 @@ import httpx
 import pytest
 
 from tests.server.agents import chain_input
-from tests.server.kit import CHAIN, ECHO, TOKEN, ServerProcess, running, start_server
+from tests.server.kit import (
+    CHAIN,
+    ECHO,
+    FILES,
+    OUTPUT,
+    TOKEN,
+    ServerProcess,
+    running,
+    start_server,
+)
 from tether.client import RunEvent, TetherClient
 from tether.store.base import Store
 from tether.tlog.format import END, HEADER, RUN, FrameWriter, read_frames
@@ -307,3 +316,36 @@ async def test_a_page_cookie_is_found_among_malformed_and_duplicate_neighbours(
         for why, cookie in refused.items():
             got = await http.get(f"/runs/{run_id}/events", headers={"Cookie": cookie})
             assert got.status_code == 401, why
+
+
+# -- blobs --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("recorded", "served", "disposition"),
+    [
+        ('text/html; charset=utf-8; x="\r\nX-Evil: 1"', "text/html; charset=utf-8", "attachment"),
+        ('image/PNG; x="\r\n"; charset="utf-8"', "image/png; charset=utf-8", "inline"),
+        ("text/plain; charset=utf-8; charset=latin1", "text/plain; charset=utf-8", "attachment"),
+        ("no type\r\nX-Evil: 1", "application/octet-stream", "attachment"),
+    ],
+    ids=["quoted-crlf", "inline-image", "two-charsets", "no-type"],
+)
+async def test_a_blob_is_served_with_its_type_and_safe_parameters_only(
+    tmp_path: Path, recorded: str, served: str, disposition: str
+) -> None:
+    server = start_server(tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", "--agent", FILES)
+    try:
+        run_id, records = await follow(server.url, FILES, {"text": "hi", "media_type": recorded})
+        sha = records[-1].data["result"]["sha256"]
+        async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as http:
+            r = await http.get(f"/v1/blobs/{sha}", params={"run_id": run_id})
+            assert (await http.get("/healthz")).status_code == 200
+        lines = list(OUTPUT.get(server.proc.pid, []))
+    finally:
+        assert server.stop() == 0
+    assert r.status_code == 200 and r.text == "hi"
+    assert r.headers["content-type"] == served
+    assert r.headers["content-disposition"].startswith(disposition)
+    assert "x-evil" not in r.headers
+    assert not [line for line in lines if "Traceback" in line], "".join(lines)
