@@ -15,10 +15,19 @@ import httpx
 import pytest
 
 from tests.server.agents import chain_input
-from tests.server.kit import CHAIN, ECHO, TOKEN, ServerProcess, running, start_server
+from tests.server.kit import (
+    CHAIN,
+    ECHO,
+    FILES,
+    OUTPUT,
+    TOKEN,
+    ServerProcess,
+    running,
+    start_server,
+)
 from tether.client import RunEvent, TetherClient
+from tether.ops.tlog.format import END, HEADER, RUN, FrameWriter, read_frames
 from tether.store.base import Store
-from tether.tlog.format import END, HEADER, RUN, FrameWriter, read_frames
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # Every code point some reader takes for the end of a line, and SSE field names after them.
@@ -165,7 +174,7 @@ async def test_urls_in_answers_are_percent_encoded(
 ) -> None:
     # A run recorded before ids were checked (or by other code) may hold any id.
     run_id = "old run?x=1#frag"
-    monkeypatch.setattr("tether.runtime.check_run_id", lambda run_id: run_id)
+    monkeypatch.setattr("tether.engine.runtime.check_run_id", lambda run_id: run_id)
     async with (
         running(sqlite_store) as (url, server_),
         httpx.AsyncClient(base_url=url, headers=AUTH) as http,
@@ -271,3 +280,72 @@ async def test_the_client_splits_lines_as_sse_does_and_gets_every_record_once(
     assert len(outputs) == 8 and all(o["text"] == HOSTILE for o in outputs)
     assert records[-1].data["result"] == {"text": HOSTILE}
     assert proxy.raw_sent > 0 and proxy.cuts >= 3
+
+
+# -- neighbours on the same host ----------------------------------------------------
+
+
+async def test_a_page_cookie_is_found_among_malformed_and_duplicate_neighbours(
+    server: ServerProcess,
+) -> None:
+    async with TetherClient(server.url, TOKEN) as client:
+        run_id = (await client.start(CHAIN, chain_input(1, 1, 0)))["run_id"]
+        other = (await client.start(CHAIN, chain_input(1, 1, 0)))["run_id"]
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        r = await http.get(f"/runs/{run_id}", params={"token": TOKEN})
+        good = r.headers["set-cookie"].split(";")[0].partition("=")[2]
+        r = await http.get(f"/runs/{other}", params={"token": TOKEN})
+        others = r.headers["set-cookie"].split(";")[0].partition("=")[2]
+        accepted = {
+            "a malformed neighbour first": f'foo={{"a":1}}; tether_page={good}',
+            "a malformed neighbour after": f'tether_page={good}; foo={{"a":1}}; bar',
+            "junk of ours after": f"tether_page={good}; tether_page=junk",
+            "junk of ours before": f"tether_page=junk; tether_page={good}",
+            "another run's first": f"tether_page={others}; tether_page={good}",
+            "quoted, spaced": f'x=y;tether_page = "{good}" ; z',
+        }
+        for why, cookie in accepted.items():
+            got = await http.get(f"/runs/{run_id}/events", headers={"Cookie": cookie})
+            assert got.status_code in (200, 204), why
+        refused = {
+            "only junk": 'foo={"a":1}; tether_page=junk',
+            "another run's only": f"tether_page={others}",
+            "a name that only ends like ours": f"xtether_page={good}",
+            "forged": f"tether_page={good[:-3]}AAA",
+        }
+        for why, cookie in refused.items():
+            got = await http.get(f"/runs/{run_id}/events", headers={"Cookie": cookie})
+            assert got.status_code == 401, why
+
+
+# -- blobs --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("recorded", "served", "disposition"),
+    [
+        ('text/html; charset=utf-8; x="\r\nX-Evil: 1"', "text/html; charset=utf-8", "attachment"),
+        ('image/PNG; x="\r\n"; charset="utf-8"', "image/png; charset=utf-8", "inline"),
+        ("text/plain; charset=utf-8; charset=latin1", "text/plain; charset=utf-8", "attachment"),
+        ("no type\r\nX-Evil: 1", "application/octet-stream", "attachment"),
+    ],
+    ids=["quoted-crlf", "inline-image", "two-charsets", "no-type"],
+)
+async def test_a_blob_is_served_with_its_type_and_safe_parameters_only(
+    tmp_path: Path, recorded: str, served: str, disposition: str
+) -> None:
+    server = start_server(tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", "--agent", FILES)
+    try:
+        run_id, records = await follow(server.url, FILES, {"text": "hi", "media_type": recorded})
+        sha = records[-1].data["result"]["sha256"]
+        async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as http:
+            r = await http.get(f"/v1/blobs/{sha}", params={"run_id": run_id})
+            assert (await http.get("/healthz")).status_code == 200
+        lines = list(OUTPUT.get(server.proc.pid, []))
+    finally:
+        assert server.stop() == 0
+    assert r.status_code == 200 and r.text == "hi"
+    assert r.headers["content-type"] == served
+    assert r.headers["content-disposition"].startswith(disposition)
+    assert "x-evil" not in r.headers
+    assert not [line for line in lines if "Traceback" in line], "".join(lines)

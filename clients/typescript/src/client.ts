@@ -283,6 +283,9 @@ export class TetherClient {
   }
 }
 
+// A stream that stayed open this long worked, even if it brought nothing new.
+const HEALTHY_MS = 1000;
+
 const EVENTS_PATH = (runId: string) => `/v1/runs/${encodeURIComponent(runId)}/events`;
 
 async function* follow(
@@ -306,6 +309,7 @@ async function* follow(
     outer?.addEventListener("abort", abort, { once: true });
     let idle: ReturnType<typeof setTimeout> | undefined;
     let connected = false;
+    let connectedAt = 0;
     let progressed = false;
     let reason: ReconnectInfo["reason"] = "error";
     let cause: unknown = undefined;
@@ -328,6 +332,7 @@ async function* follow(
         cause = new Error("the event stream has no body");
       } else {
         connected = true;
+        connectedAt = Date.now();
         failingSince = null;
         reason = "cut";
         cause = new Error("the stream ended without an end event");
@@ -384,8 +389,11 @@ async function* follow(
 
     const now = Date.now();
     let delay = 0;
-    if (reason === "reconnect" || progressed) {
-      failures = 0; // a stream that worked: at once, from the last record
+    if (progressed || (connected && now - connectedAt >= HEALTHY_MS)) {
+      // A stream that worked (it brought events, or lasted, as one the server or a gateway
+      // ends after a while): again at once, from the last record. One that ended at once
+      // (a replica draining, a gateway refusing) is backed off from like a failure.
+      failures = 0;
     } else {
       failures += 1;
       if (!connected) {

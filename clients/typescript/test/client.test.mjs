@@ -83,5 +83,24 @@ for (const kind of BACKENDS) {
       await assert.rejects(client.start({ agent: CHAIN, priority: "high" }), (e) => e.status === 422 && e.code === "validation" && Array.isArray(e.details));
       await assert.rejects(client.removeSchedule("none-such"), (e) => e.status === 404 && e.code === "unknown_schedule");
     });
+
+    // One backend is enough: the start limit is the server's, not the store's.
+    if (kind === "sqlite") test("a 429 carries Retry-After", async () => {
+      const b429 = backend(kind);
+      const strict = await startServer(b429, { args: ["--starts-per-second", "0.01", "--start-burst", "1"] });
+      try {
+        const c = new TetherClient({ baseUrl: strict.url, token: TOKEN });
+        await c.start({ agent: CHAIN, input: chainInput(1, 0, 0) });
+        await assert.rejects(c.start({ agent: CHAIN, input: chainInput(1, 0, 0) }), (e) => {
+          assert.ok(e instanceof TetherApiError);
+          assert.deepEqual([e.status, e.code], [429, "too_many_requests"]);
+          assert.ok(e.retryAfter >= 1, String(e.retryAfter));
+          return true;
+        });
+      } finally {
+        await strict.stop();
+        b429.cleanup();
+      }
+    });
   });
 }

@@ -128,7 +128,7 @@ export function startWorker(b, args = []) {
  */
 export async function cuttingProxy(target, { records = 2, ms = 1000 } = {}) {
   const { hostname, port } = new URL(target);
-  const stats = { connections: 0, cuts: 0, recordsForwarded: 0 };
+  const stats = { connections: 0, cuts: 0, records: 0 };
   const sockets = new Set();
   const pattern = "event: record";
   const server = net.createServer((client) => {
@@ -160,12 +160,13 @@ export async function cuttingProxy(target, { records = 2, ms = 1000 } = {}) {
       // Count records in what the server sends; a pattern split across two reads is
       // found since the tail kept is shorter than the pattern.
       const text = tail + data.toString("latin1");
-      for (let i = text.indexOf(pattern); i >= 0; i = text.indexOf(pattern, i + 1)) seen += 1;
+      for (let i = text.indexOf(pattern); i >= 0; i = text.indexOf(pattern, i + 1)) {
+        seen += 1;
+        stats.records += 1;
+      }
       tail = text.slice(-(pattern.length - 1));
       client.write(data);
       if (seen >= records) {
-        stats.recordsForwarded += seen;
-        seen = 0;
         client.once("drain", cut);
         if (client.writableLength === 0) cut();
       }

@@ -9,6 +9,7 @@ a browser renders it anyway. Errors name the blob by its route, never by a host 
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
@@ -17,8 +18,8 @@ from starlette.responses import Response, StreamingResponse
 from tether.blobs import BlobRef
 from tether.blobs.base import is_sha256_hex
 from tether.blobs.errors import BlobError, BlobRefRefused
-from tether.errors import UnknownRun
-from tether.records import blob_refs, decode_log
+from tether.foundation.errors import UnknownRun
+from tether.model.records import blob_refs, decode_log
 from tether.server.schemas import BadRequest
 from tether.server.views import blob_url
 
@@ -68,11 +69,12 @@ async def get_blob(request: Request) -> Response:
         raise BadRequest(503, "blob_unavailable", f"blob {where} cannot be read now") from None
     if ref is None:
         raise BadRequest(404, "blob_missing", f"blob {where} is referenced but not stored")
-    media_type = ref.media_type.split(";")[0].strip().lower() or "application/octet-stream"
-    disposition = "inline" if media_type in INLINE_TYPES else "attachment"
+    media_type = safe_media_type(ref.media_type)
+    inline = media_type.split(";")[0] in INLINE_TYPES
+    disposition = "inline" if inline else "attachment"
     return StreamingResponse(
         server.blobs.open(ref),
-        media_type=media_type if disposition == "inline" else _download_type(ref.media_type),
+        media_type=media_type,
         headers={
             "Content-Length": str(ref.size),
             "ETag": f'"{sha256}"',
@@ -84,12 +86,30 @@ async def get_blob(request: Request) -> Response:
     )
 
 
-def _download_type(media_type: str) -> str:
-    """The type a download is labelled with: the recorded one if it parses as a type."""
-    kind = media_type.split(";")[0].strip()
-    main, _, sub = kind.partition("/")
-    ok = main and sub and all(c.isalnum() or c in "!#$&-^_.+" for c in main + sub)
-    return media_type if ok else "application/octet-stream"
+_TOKEN = re.compile(r"[A-Za-z0-9!#$&^_.+-]+")
+# Parameters a blob's type keeps, each with a token value; every other one is dropped.
+SAFE_PARAMETERS = frozenset({"charset"})
+
+
+def safe_media_type(recorded: str) -> str:
+    """The type a blob is served with: the recorded type/subtype (lowercase) and its
+    known-safe parameters (`charset`), or application/octet-stream if the type does not
+    parse. A parameter may hold anything a node wrote (a quoted CR LF that h11 refuses
+    to send as a header, which left the blob undownloadable), so none is copied as is."""
+    kind, *params = recorded.split(";")
+    main, slash, sub = kind.strip().lower().partition("/")
+    if not (slash and _TOKEN.fullmatch(main) and _TOKEN.fullmatch(sub)):
+        return "application/octet-stream"
+    kept, seen = [f"{main}/{sub}"], set()
+    for param in params:
+        name, eq, value = param.partition("=")
+        name, value = name.strip().lower(), value.strip()
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        if eq and name in SAFE_PARAMETERS and _TOKEN.fullmatch(value) and name not in seen:
+            kept.append(f"{name}={value.lower()}")
+            seen.add(name)
+    return "; ".join(kept)
 
 
 async def _stored(blobs: BlobStore, ref: BlobRef) -> BlobRef | None:

@@ -13,7 +13,7 @@ import html
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from tether.ids import parent_node_of
+from tether.foundation.ids import parent_node_of
 from tether.server.detail import run_detail
 from tether.server.page import COMMON_JS, asset, missing_run_page, page
 from tether.server.request import run_id_of, server_of

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tether.deploys import with_waiting
-from tether.errors import UnknownRun
-from tether.inspect import rate_wait_ms, run_view, with_row
+from tether.control.deploys import with_waiting
+from tether.foundation.errors import UnknownRun
+from tether.model.run_view import rate_wait_ms, run_view, with_row
 from tether.server.listing import row_view, urls
 from tether.server.schemas import BadRequest
 
 if TYPE_CHECKING:
-    from tether.graph import Graph
+    from tether.model.graph import Graph
     from tether.server.app import TetherServer
 
 

@@ -13,9 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from tether import metrics
-from tether.deploys import CannotUpgrade
-from tether.errors import (
+from tether.control.deploys import CannotUpgrade
+from tether.engine.runtime import parse_config
+from tether.foundation import metrics
+from tether.foundation.errors import (
     BadFork,
     BadInput,
     BadLimit,
@@ -41,8 +42,7 @@ from tether.errors import (
     UnknownSchedule,
     UnknownSeq,
 )
-from tether.ids import new_run_id
-from tether.runtime import parse_config
+from tether.foundation.ids import new_run_id
 from tether.server.blob_route import get_blob
 from tether.server.console import (
     console_page,

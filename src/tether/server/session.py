@@ -16,7 +16,6 @@ import hashlib
 import hmac
 import time
 from dataclasses import dataclass
-from http.cookies import SimpleCookie
 from urllib.parse import quote
 
 from starlette.responses import Response
@@ -36,6 +35,31 @@ def _b64(raw: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+# Values of our cookies one request may offer; more is junk, and each costs an HMAC.
+MAX_TRIED = 16
+
+
+def page_cookies(scope: Scope) -> list[str]:
+    """The values of every `tether_page` (or `__Secure-tether_page`) cookie the request
+    sends, parsed by hand: `name=value` pairs split on `;`. http.cookies.SimpleCookie stops
+    at the first cookie it finds malformed (`foo={"a":1}`, which another app on this host
+    may set, since cookies are not kept apart by port) and keeps only the last duplicate."""
+    values: list[str] = []
+    for name, raw in scope["headers"]:
+        if name != b"cookie":
+            continue
+        for pair in raw.decode("latin-1").split(";"):
+            key, eq, value = pair.partition("=")
+            if eq and key.strip() in (COOKIE, SECURE_COOKIE):
+                value = value.strip()
+                if len(value) >= 2 and value[0] == value[-1] == '"':
+                    value = value[1:-1]
+                values.append(value)
+                if len(values) >= MAX_TRIED:
+                    return values
+    return values
 
 
 def run_scope(run_id: str) -> str:
@@ -84,20 +108,10 @@ class Sessions:
         return scope
 
     def allows(self, scope: Scope, wanted: str) -> bool:
-        """Whether the request carries a page cookie granting `wanted`."""
-        raw = b""
-        for name, value in scope["headers"]:
-            if name == b"cookie":
-                raw += value + b"; "
-        cookies = SimpleCookie()
-        try:
-            cookies.load(raw.decode("latin-1"))
-        except Exception:  # http.cookies raises CookieError on junk: treat as no cookie
-            return False
-        for name in (COOKIE, SECURE_COOKIE):
-            if name in cookies and self.scope_of(cookies[name].value) == wanted:
-                return True
-        return False
+        """Whether the request carries a page cookie granting `wanted`: every value of
+        ours is tried (a neighbour on the same host may set one too, for another run or
+        path), and a cookie that is not ours is never parsed beyond its name."""
+        return any(self.scope_of(value) == wanted for value in page_cookies(scope))
 
     def set_cookie(self, response: Response, run_id: str, *, https: bool) -> None:
         response.set_cookie(
