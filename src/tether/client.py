@@ -26,7 +26,7 @@ try:
 except ImportError as exc:  # the extra is not installed
     raise ImportError("tether.client needs httpx: pip install 'tether[client]'") from exc
 
-from tether.errors import TetherError
+from tether.foundation.errors import TetherError
 
 
 class ApiError(TetherError):

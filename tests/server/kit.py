@@ -16,7 +16,7 @@ from pathlib import Path
 
 import tether
 from tether.blobs import BlobStore
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
 from tether.server import Launcher, StreamSettings, TetherServer
 from tether.server.limits import Limits
 from tether.server.serve import serve

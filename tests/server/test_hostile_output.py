@@ -33,8 +33,8 @@ from tests.server.kit import (
     start_server,
 )
 from tether.client import RunEvent, TetherClient
+from tether.ops.tlog.format import END, HEADER, RUN, FrameWriter, read_frames
 from tether.store.base import Store
-from tether.tlog.format import END, HEADER, RUN, FrameWriter, read_frames
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # Every code point some reader takes for the end of a line, and SSE field names after them.
@@ -181,7 +181,7 @@ async def test_urls_in_answers_are_percent_encoded(
 ) -> None:
     # A run recorded before ids were checked (or by other code) may hold any id.
     run_id = "old run?x=1#frag"
-    monkeypatch.setattr("tether.runtime.check_run_id", lambda run_id: run_id)
+    monkeypatch.setattr("tether.engine.runtime.check_run_id", lambda run_id: run_id)
     async with (
         running(sqlite_store) as (url, server_),
         httpx.AsyncClient(base_url=url, headers=AUTH) as http,

@@ -3,8 +3,8 @@
 The JSON API and blobs take only `Authorization: Bearer <API token>`; a cookie never
 authorizes them, so a script smuggled onto this origin cannot use the browser's
 credentials. The live page and what it reads under its own path (`/runs/{id}`, its
-`/events`, `/children` and `/blobs/{sha256}`) also take a page-session cookie scoped to
-that one run (see `tether.server.session`), which the page sets once from
+`/events`, `/view`, `/children` and `/blobs/{sha256}`) also take a page-session cookie
+scoped to that one run (see `tether.server.session`), which the page sets once from
 `/runs/{id}?token=...` or a sign-in. Only GETs: a cookie never changes state.
 
 A browser asking for a page without credentials gets the sign-in form (still a 401 with
@@ -23,7 +23,7 @@ from tether.server.page import CHALLENGE, sign_in_page
 from tether.server.session import BEARER_OK, QUERY_TOKEN_OK, Sessions, run_scope
 
 PUBLIC = frozenset({"/", "/healthz", "/readyz", "/favicon.svg", "/favicon.ico"})
-PAGE_PARTS = frozenset({"", "events", "children"})
+PAGE_PARTS = frozenset({"", "events", "children", "view"})
 # Shorter API tokens are refused at start: guessable, and a typo of a real one.
 MIN_TOKEN = 16
 
@@ -39,7 +39,7 @@ def check_token(token: str) -> str:
 
 
 def page_run_id(path: str) -> tuple[str, str] | None:
-    """(run id, part) of a page path: part "" for the page itself, else "events",
+    """(run id, part) of a page path: part "" for the page itself, else "events", "view",
     "children" or "blobs"; None for any other path."""
     if not path.startswith("/runs/"):
         return None

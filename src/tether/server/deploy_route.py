@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.deploys import upgrade
+from tether.control.deploys import upgrade
 from tether.server.listing import urls
 from tether.server.request import run_id_of, server_of
 from tether.server.schemas import UpgradeRun, parse_body

@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.inspect import record_view
-from tether.records import decode_one
+from tether.model.records import decode_one
+from tether.model.run_view import record_view
 
 if TYPE_CHECKING:
     from tether.server.app import TetherServer
