@@ -64,8 +64,7 @@ PRECEDENCE = [
     ("api_token", "serve", ["--token", "f"], "TETHER_API_TOKEN", "e", "f", "e", None),
     ("demo", "worker", ["--demo"], "TETHER_DEMO", "1", True, True, False),
     ("demo", "serve", [], "TETHER_DEMO", "0", False, False, False),
-    ("demo_model", "demo", ["--model", "openai:f"], "TETHER_DEMO_MODEL", "openai:e", "openai:f",
-     "openai:e", None),
+    ("demo_model", "worker", [], "TETHER_DEMO_MODEL", "openai:e", "openai:e", "openai:e", None),
     ("demo_speed", "demo", ["--speed", "0"], "TETHER_DEMO_SPEED", "0.5", 0.0, 0.5, None),
 ]  # fmt: skip
 

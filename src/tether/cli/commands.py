@@ -188,24 +188,86 @@ async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
         outcome = await research.run(rt, args.question, budget=budget)
         while interactive and outcome.status is Status.WAITING:
             for wait in waits_view(outcome.graph):
-                await rt.signal(outcome.run_id, wait["key"], await _ask(wait))
+                decision = await _ask(rt, wait)
+                if decision is None:  # Ctrl-C or EOF: nobody decided, the run stays parked
+                    _say_how_to_answer(outcome.run_id, waits_view(outcome.graph))
+                    return outcome
+                await rt.signal(outcome.run_id, wait["key"], decision)
             outcome = await rt.resume(outcome.run_id)
         return outcome
 
-    settings = args.settings
-    async with demo_models(settings.demo_model, speed=settings.demo_speed) as model:
+    async with demo_models(args.model, speed=args.settings.demo_speed) as model:
         console.print(f"[bold]tether demo[/]: a research agent on {model} (log: {store.url})")
         return await _execute(store, args, go)
 
 
-async def _ask(wait: dict[str, Any]) -> dict[str, Any]:
-    """Ask at the terminal whether a tool call may run."""
+# The only answers that decide; anything else (an empty line too) asks again.
+_YES = ("y", "yes")
+_NO = ("n", "no")
+
+
+async def _ask(rt: Runtime, wait: dict[str, Any]) -> dict[str, Any] | None:
+    """Ask at the terminal whether a tool call may run: the event to record, or None when
+    nobody decided (end of input, or Ctrl-C, which drains `rt`): then nothing is recorded."""
     data = wait["data"] or {}
     call = f"{data.get('tool')}({json.dumps(data.get('arguments'))})"
-    answer = await asyncio.to_thread(input, f"approve {call}? [y/n] ")
-    if answer.strip().lower().startswith("y"):
-        return {"approve": True}
-    return {"approve": False, "reason": "rejected at the terminal"}
+    while True:
+        line = await _read_line(f"approve {call}? [y/n] ", rt.draining)
+        if line is None:
+            return None
+        answer = line.strip().lower()
+        if answer in _YES:
+            return {"approve": True}
+        if answer in _NO:
+            return {"approve": False, "reason": "rejected at the terminal"}
+        if answer:
+            console.print("please answer y or n (Ctrl-C or Ctrl-D: decide later)", highlight=False)
+
+
+async def _read_line(prompt: str, stop: asyncio.Event) -> str | None:
+    """A line typed at the terminal (stdin), read by the event loop, not by a thread that
+    nothing can stop: None at the end of input or once `stop` is set (Ctrl-C drains)."""
+    loop = asyncio.get_running_loop()
+    fd = sys.stdin.fileno()
+    line: asyncio.Future[str | None] = loop.create_future()
+    buffered = bytearray()
+
+    def readable() -> None:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:  # (the terminal went away: as the end of input)
+            data = b""
+        if not data:  # Ctrl-D on an empty line, or the terminal closed
+            if not line.done():
+                line.set_result(None)
+            return
+        buffered.extend(data)
+        if b"\n" in buffered and not line.done():
+            line.set_result(buffered.split(b"\n", 1)[0].decode(errors="replace"))
+
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    loop.add_reader(fd, readable)
+    stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([line, stopped], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loop.remove_reader(fd)
+        stopped.cancel()
+    sys.stdout.write("\n")  # the prompt's line ends here whatever ended it
+    sys.stdout.flush()
+    return line.result() if line.done() else None
+
+
+def _say_how_to_answer(run_id: str, waits: list[dict[str, Any]]) -> None:
+    console.print("no decision recorded: the run waits for an answer", highlight=False)
+    for wait in waits:
+        console.print(
+            f"answer later with: tether signal {run_id} {wait['key']} "
+            """--data '{"approve": true}' (or false)""",
+            highlight=False,
+            markup=False,
+        )
 
 
 async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
@@ -249,7 +311,7 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
         if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
             from tether.demo.agent import demo_models
 
-            models = demo_models(args.settings.demo_model, speed=args.settings.demo_speed)
+            models = demo_models(args.model, speed=args.settings.demo_speed)
         try:
             async with models:
                 return await _execute_with(
@@ -543,11 +605,13 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
     import secrets
 
     from tether.server import ConnectionLimits, Launcher, Limits, StreamSettings, TetherServer
+    from tether.server.auth import check_token
     from tether.server.serve import serve
 
     token = args.settings.api_token
     generated = not token
     token = token or secrets.token_urlsafe(24)
+    check_token(token)  # before anything starts: a short token is refused, not served
     if logs.log_format(args.settings.log_format) == "json":
         logs.configure("json", logging.getLevelName(args.log_level.upper()))
     agents = args.agent or ["demo"]

@@ -61,7 +61,6 @@ FLAGS = {
     "log_format": "log_format",
     "api_token": "token",
     "demo": "demo",
-    "demo_model": "model",
     "demo_speed": "speed",
 }
 
@@ -134,7 +133,8 @@ class Settings:
             log_format=given("log_format", "TETHER_LOG_FORMAT"),
             api_token=given("api_token", "TETHER_API_TOKEN"),
             demo=bool(flags["demo"]) if "demo" in flags else environ.get("TETHER_DEMO") == "1",
-            demo_model=given("demo_model", "TETHER_DEMO_MODEL"),
+            # `tether demo` and `resume` take theirs as `--model` (`limits --model` is not it).
+            demo_model=environ.get("TETHER_DEMO_MODEL") or None,
             demo_speed=speed,
             fault=environ.get("TETHER_FAULT", ""),
             traces_exporter=environ.get("OTEL_TRACES_EXPORTER", "").strip().lower(),
