@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from starlette.exceptions import HTTPException
@@ -306,6 +307,23 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         owner = server_of(request).publish.owner_id(exc.owner) or ""
         details = {"owner": owner, "lease_left_s": exc.lease_left}
         return error(409, "run_busy", str(exc).replace(exc.owner, owner), details)
+    if isinstance(exc, StoreUnavailable):
+        # Its message names the database (host, port, user): the log gets it, under an id
+        # the caller is given to quote.
+        request_id = uuid.uuid4().hex[:16]
+        log.warning(
+            "%s %s: store unavailable (request %s): %s",
+            request.method,
+            request.url.path,
+            request_id,
+            exc,
+        )
+        response = error(
+            503, "store_unavailable", f"store unavailable (request {request_id})", None
+        )
+        response.headers["Retry-After"] = "1"
+        response.headers["X-Request-Id"] = request_id
+        return response
     if isinstance(exc, RunHeldElsewhere):
         response = error(503, "run_held", str(exc))
         response.headers["Retry-After"] = "1"
@@ -330,7 +348,6 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         UnknownLimit: (404, "unknown_limit"),
         ScheduleExists: (409, "schedule_exists"),
         UnknownSchedule: (404, "unknown_schedule"),
-        StoreUnavailable: (503, "store_unavailable"),
         CorruptRecord: (500, "corrupt_record"),
     }.get(type(exc), (500, "internal"))
     if status == 500:
