@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from bench.common import Line, Settings, open_sqlite
 from tether.agent import Agent, tool
 from tether.agent.messages import Message as ChatMessage
-from tether.context import Context
-from tether.runtime import Runtime
+from tether.engine.context import Context
+from tether.engine.runtime import Runtime
 from tether.testing import Message, ToolCall, ToolSpec, Turn, serve_local_models
 
 TARGET_BYTES_RATIO = 1.1  # log bytes per turn against the JSON of its new messages

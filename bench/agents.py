@@ -6,9 +6,9 @@ import asyncio
 import time
 from typing import Any
 
-from tether.context import Context
-from tether.core import Node, NodeResult, Spawn
-from tether.registry import Registry
+from tether.engine.context import Context
+from tether.engine.registry import Registry
+from tether.foundation.core import Node, NodeResult, Spawn
 
 # A model turn's output is a few hundred bytes of text; this makes a record ~300 bytes,
 # the size the DESIGN's measured facts use.

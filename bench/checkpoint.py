@@ -29,7 +29,7 @@ from bench.common import (
     pct,
     pg_pool,
 )
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
 from tether.store.base import Store
 
 

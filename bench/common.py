@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from tether.records import decode_one
+from tether.model.records import decode_one
 from tether.store import Store, store_from_url
 from tether.store.base import LogStore
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import asyncpg
 
 from bench.common import pct
-from tether.records import decode_log, started_at_us_of
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
+from tether.model.records import decode_log, started_at_us_of
 from tether.store import Status
 from tether.store.postgres import PostgresStore
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import asyncpg
 
 from tests.faults.harness import WorkerProc, prepare, q, submit, sync
-from tether.records import Record, decode_log
+from tether.model.records import Record, decode_log
 from tether.store.postgres import migrate
 
 ADMIN_URL = sys.argv[1] if len(sys.argv) > 1 else "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 from bench.agents import chain
 from bench.common import Line, Settings, interleaved, open_pg, open_sqlite, p50
 from bench.rehydrate import make_log
-from tether.records import decode_one
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
+from tether.model.records import decode_one
 from tether.store import RunInfo, Status, Store
 
 SIZES = (500, 5_000, 50_000)

@@ -22,7 +22,7 @@ import asyncio
 
 from bench.agents import chain
 from bench.common import Line, Settings, open_pg, p50, timed_log
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
 
 AT = (10, 100, 1_000, 10_000)
 WINDOW = 50

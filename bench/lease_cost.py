@@ -24,7 +24,7 @@ import time
 import asyncpg
 
 from tether import Context, Node, NodeResult, Registry, Runtime
-from tether.heartbeat import DEFAULT_LEASE_TTL
+from tether.engine.ownership import DEFAULT_LEASE_TTL
 from tether.store import RunInfo, Status
 from tether.store.postgres import PostgresStore
 
@@ -86,9 +86,9 @@ async def heartbeat_cost(
     # An idle backend reports its counts within 10 s (PGSTAT_IDLE_INTERVAL): let the
     # commits of the runs' creation land before counting.
     await asyncio.sleep(SETTLE_S)
-    beats0, commits0, t0 = rt.heartbeat.statements, await commits(admin), time.monotonic()
+    beats0, commits0, t0 = rt.keeper.statements, await commits(admin), time.monotonic()
     await asyncio.sleep(HOLD_S)
-    beats1, commits1, t1 = rt.heartbeat.statements, await commits(admin), time.monotonic()
+    beats1, commits1, t1 = rt.keeper.statements, await commits(admin), time.monotonic()
     GATE.set()
     await asyncio.gather(*tasks)
     elapsed = t1 - t0

@@ -23,7 +23,7 @@ from typing import Any
 
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, store_from_url
 from tether.blobs import LocalBlobStore
-from tether.records import decode_log
+from tether.model.records import decode_log
 
 MESSAGE_CHARS = 400
 FILE_BYTES = 1_000_000

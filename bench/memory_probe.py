@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 from bench.agents import chain
 from bench.common import rss_bytes
-from tether.context import Context
-from tether.core import Node, NodeResult, Spawn
-from tether.registry import Registry
-from tether.runtime import Runtime
+from tether.engine.context import Context
+from tether.engine.registry import Registry
+from tether.engine.runtime import Runtime
+from tether.foundation.core import Node, NodeResult, Spawn
 from tether.store import store_from_url
 from tether.store.base import LogStore
 

@@ -28,12 +28,12 @@ import asyncpg
 from bench.agents import chain
 from bench.common import Line, Settings, drop_pg, prepare_pg
 from bench.report import print_table
-from tether import metrics, tracing
-from tether.crypto import KeyRing
-from tether.metering import metering
+from tether.control.metering import metering
+from tether.engine.runtime import Runtime
+from tether.foundation import metrics, tracing
+from tether.foundation.crypto import KeyRing
+from tether.model.records import encode, run_paused
 from tether.ops import prune
-from tether.records import encode, run_paused
-from tether.runtime import Runtime
 from tether.store import RunInfo, Status, Store, store_from_url
 
 FAMILY = "operations"

@@ -13,7 +13,7 @@ import time
 
 from bench.agents import fan
 from bench.common import Line, Settings, open_pg, open_sqlite, p50
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
 from tether.store import Store
 
 WIDTH = 40

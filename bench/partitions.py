@@ -14,7 +14,7 @@ import time
 from bench.agents import chain
 from bench.common import Line, Settings, open_pg, p50, timed_log
 from bench.rehydrate import make_log
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
 from tether.store import migrate_url
 
 PARTITIONS = 16

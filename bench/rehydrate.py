@@ -31,10 +31,10 @@ from pathlib import Path
 
 from bench.agents import chain
 from bench.common import Line, Settings, interleaved, open_pg, open_sqlite, p50
-from tether.columns import applied
-from tether.graph import Graph
-from tether.records import decode_log
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
+from tether.model.columns import applied
+from tether.model.graph import Graph
+from tether.model.records import decode_log
 from tether.store import RunInfo, Status, Store, store_from_url
 
 TARGET_MS_PER_5000 = 8.0  # and 80 ms for 50,000: linear

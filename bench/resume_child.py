@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from bench import agents
-from tether import cli, commands
-from tether.wiring import Settings, open_store
+from tether.cli import app as cli
+from tether.cli import commands
+from tether.control.wiring import Settings, open_store
 
 
 async def _resume(url: str, run_id: str) -> dict[str, float | int]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.agents import chain, fan
 from bench.common import Line, Settings, p50
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
 from tether.store import store_from_url
 
 TARGET_US = 20.0  # per node (issue 12) ...

@@ -21,10 +21,10 @@ import asyncpg
 
 from bench.agents import TEXT
 from bench.common import Line, Settings, bare_insert, open_pg, open_sqlite, p50, pct, pg_pool
-from tether.context import Context
-from tether.core import Node, NodeResult
-from tether.registry import Registry
-from tether.runtime import Runtime
+from tether.engine.context import Context
+from tether.engine.registry import Registry
+from tether.engine.runtime import Runtime
+from tether.foundation.core import Node, NodeResult
 from tether.store.base import LogStore, Store
 
 stepper = Registry("bench.steps", entry="loop")

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from bench.common import pct
 from bench.streams_common import TOKEN, fresh_db, node_record, serve, settings
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
 from tether.store import Status, store_from_url
 
 

@@ -19,8 +19,8 @@ import time
 from bench.common import pct, pg_pool
 from bench.streams_common import TOKEN, fresh_db, node_record, serve, settings
 from tether.client import TetherClient
-from tether.records import Record, RunFinished, RunStatus, encode, now_us
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
+from tether.model.records import Record, RunFinished, RunStatus, encode, now_us
 from tether.store import RunInfo, Status, store_from_url
 
 QUIET_APPEND = (

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import tether
 from bench.common import BENCH_DB, PG_ADMIN_URL, Settings, _admin
-from tether.records import NodeCompleted, Record, encode, now_us
+from tether.model.records import NodeCompleted, Record, encode, now_us
 
-TOKEN = "bench-token"
+TOKEN = "bench-token-0123456789"
 SRC = Path(tether.__file__).resolve().parent.parent
 
 

@@ -36,7 +36,7 @@ from bench.common import (
     pg_pool,
     timed_log,
 )
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
 from tether.store.base import LogStore, Status
 
 CONCURRENCY = (1, 10, 100, 1000)

@@ -21,12 +21,12 @@ from dataclasses import replace
 from bench.agents import chain
 from bench.common import Line, Settings, open_pg, open_sqlite, p50
 from bench.rehydrate import make_log
-from tether.records import decode_one
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
+from tether.model.records import decode_one
+from tether.ops.tlog import export_run, import_tlog, read_tlog
+from tether.ops.tlog.format import END, HEADER, RUN, FrameWriter, read_frames
 from tether.store import RunInfo, Status, Store
 from tether.store.forks import NewRun
-from tether.tlog import export_run, import_tlog, read_tlog
-from tether.tlog.format import END, HEADER, RUN, FrameWriter, read_frames
 
 SIZES = (500, 5_000, 50_000)
 QUICK_SIZES = (500, 5_000)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from bench.common import Line, Settings, bare_insert_many, open_pg, pg_pool
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
 from tether.store.base import Status
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,7 +26,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "docs" / "images"
-TOKEN = "screenshots"
+TOKEN = "screenshots-0123456789"
 WAIT_S = 120
 
 

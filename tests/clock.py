@@ -1,10 +1,11 @@
-"""A clock the test moves by hand (`tether.clock.use(ManualClock())`): no sleeps, exact times."""
+"""A clock the test moves by hand (`tether.foundation.clock.use(ManualClock())`): no sleeps,
+exact times."""
 
 from __future__ import annotations
 
 import asyncio
 
-from tether.clock import Clock
+from tether.foundation.clock import Clock
 
 
 class ManualClock(Clock):

@@ -13,7 +13,7 @@ import asyncio
 import os
 
 from tether import Context, Node, NodeResult, Registry, Spawn
-from tether.registry import PendingRun
+from tether.engine.registry import PendingRun
 
 RELEASE = os.environ.get("DEPLOY_RELEASE", "1")
 NODE_S = float(os.environ.get("DEPLOY_NODE_S", "0"))

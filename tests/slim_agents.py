@@ -36,7 +36,7 @@ def script(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
 
 async def conversation(store: Any) -> list[bytes]:
     """Run the conversation on `store` as run RUN_ID; its log's rows."""
-    from tether.runtime import Runtime
+    from tether.engine.runtime import Runtime
 
     async with serve_local_models({"slim": script}) as models:
         agent = Agent(

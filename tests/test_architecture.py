@@ -21,7 +21,7 @@ TESTS = ROOT / "tests"
 
 
 def layer_table(text: str) -> dict[str, int]:
-    """`| 5 | runtime | `tether.runtime`, ... |` rows: module prefix -> layer number."""
+    """`| 5 | runtime | `tether.engine.runtime`, ... |` rows: module prefix -> layer number."""
     prefixes: dict[str, int] = {}
     for line in text.splitlines():
         row = re.match(r"\|\s*(\d+)\s*\|[^|]*\|(.*)\|\s*$", line)
@@ -70,14 +70,15 @@ def _type_checking(node: ast.If) -> bool:
     )
 
 
-def imports_of(path: Path) -> list[tuple[int, str]]:
-    """(line, module) for each tether module imported at run time (lazily included)."""
+def imports_of(path: Path, *, annotations: bool = False) -> list[tuple[int, str]]:
+    """(line, module) for each tether module imported at run time (lazily included), and
+    with `annotations` those imported under `if TYPE_CHECKING:` too."""
     module = module_name(path)
     package = module if is_package(module) else module.rpartition(".")[0]
     skip: set[int] = set()
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _type_checking(node):
+        if not annotations and isinstance(node, ast.If) and _type_checking(node):
             skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
@@ -93,7 +94,7 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
             else:
                 source = node.module or ""
             for alias in node.names:
-                # `from tether import faults` imports the module tether.faults.
+                # `from tether import faults` imports the module tether.foundation.faults.
                 sub = f"{source}.{alias.name}"
                 found.append((node.lineno, sub if is_module(sub) else source))
     return [(line, name) for line, name in found if name.split(".")[0] == "tether"]
@@ -124,12 +125,79 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 def test_the_layer_check_catches_an_upward_import(tmp_path: Path) -> None:
     # The check itself can fail: the store importing the runtime is refused.
     prefixes = layer_table(DOC.read_text())
-    store, runtime = layer_of("tether.store.sqlite", prefixes), layer_of("tether.runtime", prefixes)
+    store, runtime = (
+        layer_of("tether.store.sqlite", prefixes),
+        layer_of("tether.engine.runtime", prefixes),
+    )
     assert store is not None and runtime is not None and runtime > store
-    assert layer_of("tether.blobs.gc", prefixes) != layer_of("tether.blobs.local", prefixes)
+    writer = layer_of("tether.engine.writer", prefixes)
+    assert writer != layer_of("tether.engine.runtime", prefixes)
     assert layer_of("tether.somewhere_new", prefixes) is None
-    assert imports_of(SRC / "tether" / "writer.py")  # imports are seen at all
-    assert "tether.faults" in {m for _, m in imports_of(SRC / "tether" / "writer.py")}
+    assert imports_of(SRC / "tether" / "engine" / "writer.py")  # imports are seen at all
+    assert "tether.foundation.faults" in {
+        m for _, m in imports_of(SRC / "tether" / "engine" / "writer.py")
+    }
+
+
+def import_graph(*, annotations: bool) -> dict[str, set[str]]:
+    """Module -> the tether modules it imports (generated code left out)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((SRC / "tether").rglob("*.py")):
+        module = module_name(path)
+        if not module.startswith("tether._proto"):
+            found = {m for _, m in imports_of(path, annotations=annotations)}
+            graph[module] = {m for m in found if m != module and not m.startswith("tether._proto")}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The import circles: strongly connected sets of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            circle = set()
+            while (w := stack.pop()) != v:
+                circle.add(w)
+            if circle:
+                found.append(circle | {v})
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_itself_back_at_run_time() -> None:
+    assert circles(import_graph(annotations=False)) == []
+
+
+def test_no_import_circle_crosses_a_layer_even_through_annotations() -> None:
+    prefixes = layer_table(DOC.read_text())
+    crossing = [
+        sorted(circle)
+        for circle in circles(import_graph(annotations=True))
+        if len({layer_of(m, prefixes) for m in circle}) > 1
+    ]
+    assert crossing == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [{"a", "b", "c"}]
 
 
 # -- invariants --------------------------------------------------------------------

@@ -31,7 +31,7 @@ from bench.common import Line, Settings, drop_pg, prepare_pg
 from bench.readme import END, START, update
 from bench.rehydrate import make_log
 from bench.report import write_json, write_png
-from tether.records import decode_log
+from tether.model.records import decode_log
 
 
 def well_formed(line: Line) -> None:

@@ -15,11 +15,11 @@ from tests.s3server import make_s3_store
 from tether import Budget, Runtime, Status, Store, store_from_url
 from tether.blobs import BlobStore, LocalBlobStore
 from tether.blobs.base import fanout
-from tether.blobs.gc import collect_garbage
-from tether.blobs.verify import verify_run
-from tether.cli import main
-from tether.ids import ROOT_ID, child_id
-from tether.records import blob_refs, decode_log
+from tether.cli.app import main
+from tether.foundation.ids import ROOT_ID, child_id
+from tether.model.records import blob_refs, decode_log
+from tether.ops.blob_gc import collect_garbage
+from tether.ops.blob_verify import verify_run
 from tether.store.base import LogStore
 
 HOUR = 3600.0
@@ -67,7 +67,7 @@ async def test_gc_deletes_only_unreferenced_blobs_older_than_the_grace(
 async def test_gc_scans_every_run_page_and_sub_runs(
     store: Store, blobs: LocalBlobStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tether.blobs.gc as gc
+    import tether.ops.blob_gc as gc
 
     monkeypatch.setattr(gc, "_RUNS_PAGE", 2)
     rt = Runtime(store, blobs=blobs)

@@ -15,23 +15,12 @@ import pytest
 
 from tests.agents import uid
 from tests.clock import ManualClock
-from tether import (
-    Budget,
-    Context,
-    Node,
-    NodeResult,
-    Registry,
-    Runtime,
-    Spawn,
-    Status,
-    Store,
-    Usage,
-    control,
-)
-from tether import clock as tether_clock
-from tether.budgets import parse_budget
-from tether.errors import BadBudget, BudgetSpent
-from tether.records import decode_log
+from tether import Budget, Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store, Usage
+from tether.control import actions as control
+from tether.foundation import clock as tether_clock
+from tether.foundation.errors import BadBudget, BudgetSpent
+from tether.model.budgets import parse_budget
+from tether.model.records import decode_log
 
 chain = Registry("test.budget.chain", entry="step")
 CLOCKS: dict[str, ManualClock] = {}

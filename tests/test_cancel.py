@@ -20,8 +20,8 @@ from tether import (
     Status,
     Store,
 )
-from tether.ids import child_run_id
-from tether.records import decode_log
+from tether.foundation.ids import child_run_id
+from tether.model.records import decode_log
 
 slow = Registry("test.cancel.slow", entry="start")
 STARTED: dict[str, asyncio.Event] = {}

@@ -169,7 +169,7 @@ def test_a_worker_executes_a_run_queued_with_a_10_kb_input_through_the_blob_stor
 
     from tether import Runtime, Status
     from tether.blobs.factory import open_blob_store
-    from tether.records import decode_log
+    from tether.model.records import decode_log
     from tether.store import store_from_url
 
     db = backend
@@ -279,7 +279,7 @@ def test_resume_force_fences_a_live_worker_on_postgres(
 
 
 async def logged_completions(db: str, run_id: str) -> list[str]:
-    from tether.records import decode_log
+    from tether.model.records import decode_log
     from tether.store import store_from_url
 
     async with store_from_url(db) as store:

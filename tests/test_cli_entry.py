@@ -28,4 +28,4 @@ def test_entry_keeps_the_collector_off_what_was_imported() -> None:
         timeout=60,
         check=True,
     )
-    assert int(proc.stdout) > 10_000, proc.stdout  # tether.cli's imports, at least
+    assert int(proc.stdout) > 10_000, proc.stdout  # tether.cli.app's imports, at least

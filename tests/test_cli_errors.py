@@ -20,7 +20,7 @@ def run(home: Path, *args: str, env: dict[str, str] | None = None, code: str = "
     e = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
     e.update(TETHER_DATA_DIR=str(home / ".tether"), PYTHONPATH=SRC, TETHER_DEMO_SPEED="0")
     e.update(env or {})
-    argv = [sys.executable, "-c", code + "from tether.cli import entry; entry()", *args]
+    argv = [sys.executable, "-c", code + "from tether.cli.app import entry; entry()", *args]
     proc = subprocess.run(argv, cwd=home, env=e, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0, proc.stdout
     assert proc.stdout == "", proc.stdout

@@ -8,9 +8,9 @@ import pytest
 
 from tests.agents import uid
 from tether import Budget, Context, Node, NodeResult, Registry, Runtime, Spawn, Store
-from tether.compat import Problem, check_run
-from tether.errors import CannotContinue
-from tether.registry import PendingRun
+from tether.engine.continuity import Problem, check_run
+from tether.engine.registry import PendingRun
+from tether.foundation.errors import CannotContinue
 
 SHAPE = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 

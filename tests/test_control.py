@@ -12,9 +12,9 @@ import pytest
 
 from tests.agents import uid
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, StaleEpoch, Status, Store
-from tether.control import cancel, requeue, resume
-from tether.errors import RunBusy
-from tether.records import decode_log
+from tether.control.actions import cancel, requeue, resume
+from tether.foundation.errors import RunBusy
+from tether.model.records import decode_log
 
 gated = Registry("test.gated", entry="root")
 GATE: dict[str, asyncio.Event] = {}
@@ -139,7 +139,7 @@ async def test_resume_wait_takes_the_run_once_the_owner_lets_it_go(store: Store)
 
 
 async def test_an_orphaned_in_process_run_is_adopted_by_a_worker(store: Store) -> None:
-    from tether.worker import Worker
+    from tether.control.worker import Worker
 
     run_id = uid("orphan")
     # A process that recorded the run's start and died: its lease runs out, unrenewed.

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tether import cron
-from tether.errors import BadSchedule
+from tether.foundation import cron
+from tether.foundation.errors import BadSchedule
 
 
 def times(expr: str, start: datetime, n: int = 3, tz: str = "UTC") -> list[str]:

@@ -13,9 +13,9 @@ from tests.agents import uid
 from tests.test_cli import env
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Store
 from tether.agent import Agent, tool
-from tether.deploys import CannotUpgrade, upgrade
-from tether.errors import CannotContinue
-from tether.inspect import run_view
+from tether.control.deploys import CannotUpgrade, upgrade
+from tether.foundation.errors import CannotContinue
+from tether.model.run_view import run_view
 from tether.store import RunFilter, Status
 
 AGENT = "tests.deploy_agents:agent"

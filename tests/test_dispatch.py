@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tether import Budget, Status
-from tether.records import (
+from tether.model.records import (
     Body,
     Record,
     budget_of,
@@ -92,8 +92,8 @@ def test_run_status_converts_to_the_record_and_back() -> None:
 
 
 def test_a_run_finished_record_sets_the_graph_status() -> None:
-    from tether.graph import Graph
-    from tether.records import json_value, run_started
+    from tether.model.graph import Graph
+    from tether.model.records import json_value, run_started
 
     for status in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED):
         graph = Graph("r")

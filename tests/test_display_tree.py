@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.tree import Tree
 
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn
-from tether.display import MAX_TREE_NODES, graph_tree
+from tether.cli.display import MAX_TREE_NODES, graph_tree
 from tether.store import store_from_url
 
 deep = Registry("test-display-deep", entry="step")

@@ -1,5 +1,5 @@
-"""Eager tasks (tether.eager) and the executor running nodes on them: a node's first step runs
-at once, as its own task; what suspends goes on as an ordinary task."""
+"""Eager tasks (tether.foundation.eager) and the executor running nodes on them: a node's
+first step runs at once, as its own task; what suspends goes on as an ordinary task."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import gc
 import pytest
 
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
-from tether.eager import start
+from tether.foundation.eager import start
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="caller")
 

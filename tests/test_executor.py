@@ -25,9 +25,9 @@ from tether import (
     Store,
     UnknownRun,
 )
-from tether.core import make_node
-from tether.errors import CannotContinue
-from tether.records import decode_log
+from tether.foundation.core import make_node
+from tether.foundation.errors import CannotContinue
+from tether.model.records import decode_log
 from tether.store.base import LogStore
 
 

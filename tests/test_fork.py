@@ -24,9 +24,9 @@ from tether import (
     Store,
     UnknownRun,
 )
-from tether.history import checkpoints
-from tether.ids import ROOT_ID, child_id
-from tether.records import body_of, decode_log
+from tether.foundation.ids import ROOT_ID, child_id
+from tether.model.history import checkpoints
+from tether.model.records import body_of, decode_log
 
 TOOL, ANSWER = child_id(ROOT_ID, "tool"), child_id(ROOT_ID, "answer")
 

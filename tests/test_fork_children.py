@@ -11,11 +11,11 @@ import pytest
 from tests.agents import EXECUTIONS, uid
 from tests.test_subagents import GATE, REACHED, child
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
-from tether.errors import RunExists
-from tether.fork import fork
-from tether.ids import child_run_id
+from tether.foundation.errors import RunExists
+from tether.foundation.ids import child_run_id
+from tether.model.records import decode_log
+from tether.ops.fork import fork
 from tether.ops.retention import delete_run
-from tether.records import decode_log
 from tether.store.base import RunFilter, RunInfo
 
 family = Registry("test.fork.family", entry="plan")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.agents import randomgraph, uid
 from tests.test_replay_property import canonical
 from tether import Runtime, Status, store_from_url
-from tether.graph import Graph
+from tether.model.graph import Graph
 
 
 def state_of(graph: Graph) -> tuple[object, ...]:

@@ -8,9 +8,9 @@ import pytest
 from tests.agents import uid
 from tests.test_fork import ANSWER, TOOL, tool_chain
 from tether import BadFork, Budget, Context, Node, NodeResult, Registry, Runtime, Spawn, Status
-from tether.budgets import parse_change
+from tether.model.budgets import parse_change
+from tether.model.records import decode_log
 from tether.ops.retention import delete_run, prune
-from tether.records import decode_log
 from tether.store import Store
 from tether.store.forks import Copy, Origin, Segment, plan_copies, plan_segments
 

@@ -9,8 +9,8 @@ import weakref
 
 import pytest
 
-from tether import records as r
-from tether.graph import Graph, GraphError
+from tether.model import records as r
+from tether.model.graph import Graph, GraphError
 
 
 def _spec(node_id: str, *parents: str) -> r.NodeSpec:

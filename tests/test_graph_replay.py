@@ -20,12 +20,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether import columns
-from tether import records as r
-from tether.columns import replay_rows
-from tether.errors import CorruptRecord
-from tether.graph import Graph, GraphError
-from tether.status import Status
+from tether.foundation.errors import CorruptRecord
+from tether.foundation.status import Status
+from tether.model import columns
+from tether.model import records as r
+from tether.model.columns import replay_rows
+from tether.model.graph import Graph, GraphError
 
 
 def _state(g: Graph) -> dict[str, Any]:

@@ -74,7 +74,7 @@ def test_a_bad_input_shape_is_refused_when_the_agent_is_declared() -> None:
 
 async def test_the_demo_submitted_without_input_asks_its_default_question(store: Store) -> None:
     from tether.demo.agent import DEFAULT_QUESTION
-    from tether.records import decode_log
+    from tether.model.records import decode_log
 
     run_id = await Runtime(store).submit("demo")
     [first] = decode_log(run_id, await store.log.read_all(run_id))

@@ -1,11 +1,11 @@
-"""The append lock (tether.locks.HandoffLock): a free lock is taken in a plain call; a held
-one is handed to its waiters in the order they came, skipping those cancelled."""
+"""The append lock (tether.foundation.locks.HandoffLock): a free lock is taken in a plain
+call; a held one is handed to its waiters in the order they came, skipping those cancelled."""
 
 from __future__ import annotations
 
 import asyncio
 
-from tether.locks import HandoffLock
+from tether.foundation.locks import HandoffLock
 
 
 async def test_a_free_lock_is_taken_at_once_and_a_held_one_is_not() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tether import logs
+from tether.foundation import logs
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def test_http_libraries_are_quiet_at_the_default_level(restore_logging: None) ->
     logging.getLogger("httpx").info('HTTP Request: POST http://127.0.0.1/v1 "HTTP/1.1 200 OK"')
     logging.getLogger("httpx2").info('HTTP Request: POST http://127.0.0.1/v1 "HTTP/1.1 200 OK"')
     logging.getLogger("uvicorn.access").info('127.0.0.1 - "GET /v1/runs HTTP/1.1" 200')
-    logging.getLogger("tether.worker").info("run r1: claimed at epoch 1")
+    logging.getLogger("tether.control.worker").info("run r1: claimed at epoch 1")
     logging.getLogger("httpx").warning("connection pool full")
     lines = out.getvalue().splitlines()
     assert [line.split(": ", 1)[1] for line in lines] == [

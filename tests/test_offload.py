@@ -13,10 +13,10 @@ import pytest
 from tests.offload_agents import offload
 from tether import RecordTooLarge, Runtime, Status, Store, store_from_url
 from tether.blobs import BlobError, BlobRef, LocalBlobStore
-from tether.blobs.verify import verify_run
-from tether.cli import main
-from tether.ids import child_id
-from tether.records import Record, blob_refs, decode_log, dump_json
+from tether.cli.app import main
+from tether.foundation.ids import child_id
+from tether.model.records import Record, blob_refs, decode_log, dump_json
+from tether.ops.blob_verify import verify_run
 
 THRESHOLD = 4 * 1024
 

@@ -16,10 +16,8 @@ from tests.offload_agents import offload
 from tether import Budget, Runtime, Status, Store
 from tether.blobs import BlobRef, BlobRefRefused, LocalBlobStore
 from tether.blobs.base import fanout
-from tether.blobs.gc import referenced_blobs
-from tether.blobs.verify import verify_run
-from tether.ids import ROOT_ID, child_id
-from tether.records import (
+from tether.foundation.ids import ROOT_ID, child_id
+from tether.model.records import (
     BlobRefPb,
     NodeCompleted,
     NodeSpec,
@@ -32,7 +30,9 @@ from tether.records import (
     json_value,
     now_us,
 )
-from tether.values import ref_of
+from tether.model.values import ref_of
+from tether.ops.blob_gc import referenced_blobs
+from tether.ops.blob_verify import verify_run
 
 ROOT = Path(__file__).parent.parent
 

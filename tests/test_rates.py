@@ -11,7 +11,7 @@ import pytest
 from tests.rate_agents import answer
 from tether import Runtime, Status, Store
 from tether.agent import Agent
-from tether.inspect import rate_wait_ms
+from tether.model.run_view import rate_wait_ms
 from tether.store import store_from_url
 from tether.testing import LocalModelServer, RateLimited, serve_local_models
 

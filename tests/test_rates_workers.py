@@ -11,7 +11,7 @@ import httpx2
 from tests.flow_processes import start_workers, tether
 from tests.rate_agents import MODEL, answer
 from tether import Runtime, Status
-from tether.inspect import rate_wait_ms
+from tether.model.run_view import rate_wait_ms
 from tether.store import store_from_url
 from tether.testing import serve_local_models
 

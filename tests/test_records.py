@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from google.protobuf import struct_pb2
 
-from tether import records as r
-from tether.errors import CorruptRecord
-from tether.graph import Graph
+from tether.foundation.errors import CorruptRecord
+from tether.model import records as r
+from tether.model.graph import Graph
 
 GOLDEN = Path(__file__).parent / "golden"
 ROOT = Path(__file__).parent.parent

@@ -9,12 +9,12 @@ import pytest
 
 from tests import slim_agents
 from tests.test_records import read_golden
-from tether import records as r
 from tether.agent.loop import conversation_of
-from tether.graph import Graph
-from tether.inspect import node_view, record_view
+from tether.model import records as r
+from tether.model.graph import Graph
+from tether.model.run_view import node_view, record_view
+from tether.model.values import ValueCodec
 from tether.store import store_from_url
-from tether.values import ValueCodec
 
 
 def graph_of(rows: list[bytes]) -> Graph:

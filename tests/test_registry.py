@@ -23,7 +23,7 @@ def test_a_fresh_process_resolves_the_demo_through_its_entry_point() -> None:
     # Nothing imported the demo yet: only the entry point can say where it lives.
     code = (
         "import sys\n"
-        "from tether.registry import resolve_agent\n"
+        "from tether.engine.registry import resolve_agent\n"
         "assert 'tether.demo.agent' not in sys.modules\n"
         "print(resolve_agent('demo').name, resolve_agent('demo.analyst').name)\n"
     )
@@ -36,5 +36,5 @@ def test_a_fresh_process_resolves_the_demo_through_its_entry_point() -> None:
 
 
 def test_the_registry_has_no_special_case_for_the_demo() -> None:
-    source = (Path(SRC) / "tether/registry.py").read_text()
+    source = (Path(SRC) / "tether/engine/registry.py").read_text()
     assert "tether.demo" not in source

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from tests.agents import randomgraph
 from tether import Runtime, Status, Store, store_from_url
-from tether.records import decode_log
+from tether.model.records import decode_log
 from tether.store.base import LogStore
 
 _names = itertools.count()

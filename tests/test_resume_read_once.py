@@ -13,11 +13,11 @@ import pytest
 
 from tests.agents import uid
 from tether import Budget, Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
-from tether.budgets import parse_change
-from tether.control import requeue
-from tether.errors import CorruptRecord
-from tether.graph import Graph
-from tether.records import decode_log, encode, run_paused
+from tether.control.actions import requeue
+from tether.foundation.errors import CorruptRecord
+from tether.model.budgets import parse_change
+from tether.model.graph import Graph
+from tether.model.records import decode_log, encode, run_paused
 from tether.store.base import Claim
 
 steps = Registry("test.readonce.chain", entry="step")

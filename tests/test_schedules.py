@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tether import Runtime, Status, Store
-from tether.errors import BadSchedule, ScheduleExists, UnknownAgent, UnknownSchedule
-from tether.schedules import GRACE, fire_run_id
+from tether.foundation.errors import BadSchedule, ScheduleExists, UnknownAgent, UnknownSchedule
+from tether.ops.schedules import GRACE, fire_run_id
 
 AGENT = "tests.schedule_agents:tick"
 

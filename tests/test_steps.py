@@ -11,8 +11,8 @@ import pytest
 from tests import step_agents as sa
 from tether import Budget, Runtime, Status, Store
 from tether.blobs import LocalBlobStore
-from tether.inspect import record_view, run_view
-from tether.records import blob_refs, decode_log
+from tether.model.records import blob_refs, decode_log
+from tether.model.run_view import record_view, run_view
 
 
 @pytest.fixture(autouse=True)
@@ -160,7 +160,7 @@ async def test_steps_show_as_children_of_their_node(store: Store) -> None:
 async def test_tether_show_lists_steps_under_their_node(store: Store) -> None:
     from rich.console import Console
 
-    from tether.display import graph_tree
+    from tether.cli.display import graph_tree
 
     outcome = await Runtime(store).start(sa.steps_agent, None)
     console = Console(record=True, width=120)
@@ -176,8 +176,8 @@ async def test_tether_show_lists_steps_under_their_node(store: Store) -> None:
 
 
 def test_a_step_record_that_does_not_fit_the_graph_is_refused() -> None:
-    from tether import records as r
-    from tether.graph import Graph, GraphError
+    from tether.model import records as r
+    from tether.model.graph import Graph, GraphError
 
     graph = Graph("g")
     graph.apply(r.run_started("a", r.json_value(None), entry="flow", root_id="root"))

@@ -9,9 +9,9 @@ import pytest
 
 from tests.agents import EXECUTIONS, uid
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
-from tether.errors import StaleEpoch
-from tether.ids import child_run_id
-from tether.records import decode_log
+from tether.foundation.errors import StaleEpoch
+from tether.foundation.ids import child_run_id
+from tether.model.records import decode_log
 
 parent = Registry("test.parent", entry="plan")
 child = Registry("test.child", entry="step")

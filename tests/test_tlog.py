@@ -18,12 +18,12 @@ from tests.test_fork_refs import chain
 from tests.waits_agents import approvals
 from tether import Budget, Runtime, Status, Store, store_from_url
 from tether.blobs import LocalBlobStore
-from tether.errors import BadTlog, ImportConflict, RunExists
-from tether.records import blob_refs, decode_log
+from tether.foundation.errors import BadTlog, ImportConflict, RunExists
+from tether.model.records import blob_refs, decode_log
+from tether.ops.tlog import export_run, import_tlog, read_tlog
+from tether.ops.tlog.format import BLOB, END, HEADER, RECORD, RUN, FrameWriter
 from tether.store.base import RunFilter, RunInfo
 from tether.store.forks import NewRun
-from tether.tlog import export_run, import_tlog, read_tlog
-from tether.tlog.format import BLOB, END, HEADER, RECORD, RUN, FrameWriter
 
 
 async def chunks_of(data: bytes, size: int = 1000) -> AsyncIterator[bytes]:

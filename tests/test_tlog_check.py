@@ -11,8 +11,8 @@ from tests import tlog_agents
 from tests.test_cli import env
 from tether import Runtime, export_run, store_from_url
 from tether.blobs import LocalBlobStore
-from tether.records import decode_log
-from tether.tlog import check_file
+from tether.model.records import decode_log
+from tether.ops.tlog import check_file
 
 ROOT = Path(__file__).parent.parent
 GOLDEN = ROOT / "tests" / "golden"

@@ -21,9 +21,9 @@ from tether import (
     WaitCompleted,
 )
 from tether.blobs.local import LocalBlobStore
-from tether.ids import ROOT_ID, child_id, child_run_id
-from tether.records import decode_log
-from tether.worker import Worker
+from tether.control.worker import Worker
+from tether.foundation.ids import ROOT_ID, child_id, child_run_id
+from tether.model.records import decode_log
 
 
 async def work_until_finished(store: Store, run_id: str) -> None:

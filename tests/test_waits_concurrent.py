@@ -15,8 +15,8 @@ import pytest
 from tests.agents import uid
 from tests.waits_agents import RELEASE, SLOW_STARTED, approvals
 from tether import Runtime, Status, Store, WaitCompleted
-from tether.delivery import Delivered
-from tether.records import decode_log
+from tether.engine.delivery import Delivered
+from tether.model.records import decode_log
 
 SENDERS = 50
 

@@ -12,8 +12,8 @@ from tests.test_cli import env as cli_env
 from tests.test_waits import work_until_finished
 from tests.waits_agents import EXECUTIONS, approvals
 from tether import Runtime, Status, Store
-from tether.ids import ROOT_ID, child_id
-from tether.records import decode_log
+from tether.foundation.ids import ROOT_ID, child_id
+from tether.model.records import decode_log
 
 
 async def test_a_delivery_killed_after_its_append_is_recorded_once_and_the_run_finishes(

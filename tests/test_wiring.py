@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tether.cli import build_parser
-from tether.wiring import DEFAULT_CONCURRENCY, DEFAULT_POLL, Settings
+from tether.cli.app import build_parser
+from tether.control.wiring import DEFAULT_CONCURRENCY, DEFAULT_POLL, Settings
 
 
 def settings(*argv: str) -> Settings:

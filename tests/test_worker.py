@@ -16,9 +16,9 @@ import pytest
 from tests.agents import uid
 from tests.test_cli import env, tether
 from tether import Context, Node, Registry, Runtime, Status
-from tether.records import decode_log
+from tether.control.worker import Worker
+from tether.model.records import decode_log
 from tether.store.postgres import PostgresStore
-from tether.worker import Worker
 
 
 async def test_a_fenced_append_stops_the_run_and_says_why(
@@ -37,7 +37,7 @@ async def test_a_fenced_append_stops_the_run_and_says_why(
         runtime = Runtime(store, owner="w1")
         worker = Worker(runtime, lease_ttl=30, poll=0.05)
         run_id = await runtime.submit(agent)
-        with caplog.at_level(logging.INFO, logger="tether.worker"):
+        with caplog.at_level(logging.INFO, logger="tether.control.worker"):
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(worker.run())
                 await started.wait()

@@ -17,9 +17,9 @@ import pytest
 from tests.agents import fanout, uid
 from tests.clock import ManualClock
 from tether import Runtime, StaleEpoch, Status, Store, StoreUnavailable
-from tether import clock as tether_clock
-from tether.events import EventBus
-from tether.records import Record, decode_log, run_paused
+from tether.engine.bus import EventBus
+from tether.foundation import clock as tether_clock
+from tether.model.records import Record, decode_log, run_paused
 from tether.store.base import LogStore, RunInfo, RunTable
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tether"

@@ -30,7 +30,7 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from tether import cli
+    from tether.cli import app as cli
 
     parser: argparse.ArgumentParser = cli.build_parser()
     return parser

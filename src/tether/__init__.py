@@ -1,11 +1,13 @@
 """tether: a durable runtime for long-running LLM agents."""
 
-from tether.context import Context
-from tether.core import (
+from tether.engine.context import Context, Fallback, Handler
+from tether.engine.delivery import Delivered
+from tether.engine.executor import Outcome
+from tether.engine.registry import Registry, resolve_agent
+from tether.engine.runtime import Runtime
+from tether.foundation.core import (
     Budget,
     Event,
-    Fallback,
-    Handler,
     Node,
     NodeResult,
     Retry,
@@ -15,8 +17,7 @@ from tether.core import (
     Usage,
     Wait,
 )
-from tether.delivery import Delivered
-from tether.errors import (
+from tether.foundation.errors import (
     BadEventPayload,
     BadFork,
     BadInput,
@@ -34,6 +35,7 @@ from tether.errors import (
     EventRefused,
     ImportConflict,
     InvalidSpawn,
+    LeaseLost,
     NodeTimeout,
     NonDeterministicStep,
     OutputNotSerializable,
@@ -58,16 +60,13 @@ from tether.errors import (
     UnknownWait,
     WaitCompleted,
 )
-from tether.executor import Outcome
-from tether.graph import Graph
-from tether.registry import Registry, resolve_agent
-from tether.runtime import Runtime
-from tether.schedules import Schedules
+from tether.model.graph import Graph
+from tether.ops.schedules import Schedules
+from tether.ops.tlog import Imported, export_run, import_run
 from tether.store import RunInfo, Status, Store, store_from_url
 from tether.store.limits import ConcurrencyLimit
 from tether.store.rates import RateLimit
 from tether.store.schedules import Schedule
-from tether.tlog import Imported, export_run, import_run
 
 __version__ = "0.1.0"
 
@@ -98,6 +97,7 @@ __all__ = [
     "ImportConflict",
     "Imported",
     "InvalidSpawn",
+    "LeaseLost",
     "Node",
     "NodeResult",
     "NodeTimeout",

@@ -1,3 +1,3 @@
-from tether.cli import entry
+from tether.cli.app import entry
 
 entry()

@@ -11,7 +11,7 @@ from tether import Budget, Runtime, Status, Store
 from tether.agent import Agent, tool
 from tether.agent.conversation import Conversations
 from tether.agent.messages import Message as ChatMessage
-from tether.context import Context
+from tether.engine.context import Context
 from tether.testing import (
     LocalModelServer,
     Message,

@@ -30,7 +30,7 @@ from typing import Any
 import asyncpg
 
 from tether import Context, Node, NodeResult, Registry, Retry, Spawn, StoreUnavailable
-from tether.ids import ROOT_ID, child_id
+from tether.foundation.ids import ROOT_ID, child_id
 
 agent = Registry("tests.faults.agent:agent", entry="root")
 EFFECTS_SQL = """

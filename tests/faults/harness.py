@@ -19,8 +19,8 @@ import asyncpg
 
 import tether
 from tests.faults.agent import EFFECTS_SQL, expected, node_ids
-from tether.records import decode_log
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
+from tether.model.records import decode_log
 from tether.store.postgres import PostgresStore
 
 T = TypeVar("T")

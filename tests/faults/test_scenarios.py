@@ -15,7 +15,7 @@ from tests.faults.agent import open_gate
 from tests.faults.harness import WorkerProc, check, q, submit, sync, wait_all_finished
 from tests.faults.test_kill import wait_for
 from tests.pgcluster import PgCluster
-from tether.records import decode_log
+from tether.model.records import decode_log
 
 
 def inputs_of(prefix: str, n: int, **shape: Any) -> dict[str, dict[str, Any]]:

@@ -23,8 +23,8 @@ from tests.faults.harness import REPO_ROOT, TETHER_SRC
 from tests.offload_agents import offload
 from tether import Runtime, Status, store_from_url
 from tether.blobs import LocalBlobStore
-from tether.blobs.verify import verify_run
-from tether.records import decode_log
+from tether.model.records import decode_log
+from tether.ops.blob_verify import verify_run
 
 
 @pytest.fixture

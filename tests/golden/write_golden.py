@@ -41,7 +41,7 @@ async def main(version: str) -> None:
         print(f"wrote {out}: {len(rows)} records")
         return
     os.environ["TETHER_DEMO_SPEED"] = "0"
-    from tether.runtime import Runtime
+    from tether.engine.runtime import Runtime
     from tether.store import store_from_url
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -61,7 +61,7 @@ async def waits() -> tuple[list[bytes], object]:
     """Two approvals: one answered by an event, the other timed out after the run parked."""
     sys.path.insert(0, str(HERE.parent.parent))
     from tests.waits_agents import approvals
-    from tether.runtime import Runtime
+    from tether.engine.runtime import Runtime
     from tether.store import store_from_url
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,7 +79,7 @@ async def _steps_run(store: Any) -> Any:
     """A flow of three journaled steps, killed during the third, then resumed."""
     sys.path.insert(0, str(HERE.parent.parent))
     from tests import step_agents as sa
-    from tether.runtime import Runtime
+    from tether.engine.runtime import Runtime
 
     reached = sa.HANG_AT["write"] = asyncio.Event()
     task = asyncio.ensure_future(Runtime(store).start(sa.steps_agent, "golden", run_id="golden"))

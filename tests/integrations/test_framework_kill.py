@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tether import Store
-from tether.records import decode_log, inline_json
+from tether.model.records import decode_log, inline_json
 from tether.testing import serve_local_models
 from tether.testing.demo import DEMO_SCRIPTS
 

@@ -17,7 +17,7 @@ from tests.s3server import free_port
 from tether import Runtime, Status, Store
 from tether.agent import Agent, MCPServer, mcp_server
 from tether.agent import ToolSpec as AgentToolSpec
-from tether.records import attempt_of, decode_log
+from tether.model.records import attempt_of, decode_log
 from tether.testing import (
     LocalModelServer,
     Message,

@@ -15,7 +15,7 @@ from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing
 
 from tether import Runtime, Status, Store
 from tether.integrations.openai_agents import DurableRunner
-from tether.records import decode_log
+from tether.model.records import decode_log
 from tether.testing import (
     LocalModelServer,
     Message,
@@ -143,7 +143,7 @@ async def test_an_agent_whose_code_changed_pauses_with_the_non_determinism_error
 async def test_model_calls_take_from_the_models_shared_rate_limit(
     store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
 ) -> None:
-    from tether.inspect import rate_wait_ms
+    from tether.model.run_view import rate_wait_ms
     from tether.store.rates import RateLimit
 
     # One request a second for both models (one key): the three calls are spaced.

@@ -18,7 +18,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from tether import Budget, Runtime, Status, Store
 from tether.integrations.pydantic_ai import TetherAgent, TetherDurability
-from tether.records import decode_log
+from tether.model.records import decode_log
 from tether.testing import (
     LocalModelServer,
     Message,
@@ -307,7 +307,7 @@ async def test_tools_that_need_approval_wait_durably_for_a_person(
 async def test_model_requests_take_from_the_models_shared_rate_limit(
     store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
 ) -> None:
-    from tether.inspect import rate_wait_ms
+    from tether.model.run_view import rate_wait_ms
     from tether.store.rates import RateLimit
 
     # One request a second for the model, by its name (no id given): the 2nd waits.

@@ -15,11 +15,11 @@ from tests.server.kit import child_env
 from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
 from tether.blobs import LocalBlobStore
 from tether.blobs.sealed import SealedBlobStore, key_id_of
-from tether.crypto import KeyRing, load_ring
-from tether.crypto.seal import address
-from tether.errors import KeyRingError
-from tether.records import blob_refs, decode_log
-from tether.values import ref_of
+from tether.foundation.crypto import KeyRing, load_ring
+from tether.foundation.crypto.seal import address
+from tether.foundation.errors import KeyRingError
+from tether.model.records import blob_refs, decode_log
+from tether.model.values import ref_of
 
 MARKER = "PLAINTEXT-MARKER-7f3a"
 secretive = Registry("test.secretive", entry="write")
@@ -202,7 +202,7 @@ async def test_gc_under_encryption_frees_unreferenced_blobs_and_stale_temps(
     import os
     import time
 
-    from tether.blobs.gc import collect_garbage
+    from tether.ops.blob_gc import collect_garbage
 
     ring = KeyRing.new()
     rt = Runtime(store, blobs=blobs, keys=ring)

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.server.kit import child_env
-from tether import Context, Node, NodeResult, Registry, Runtime, Store, logs
-from tether.errors import TetherError
+from tether import Context, Node, NodeResult, Registry, Runtime, Store
+from tether.foundation import logs
+from tether.foundation.errors import TetherError
 
 talky = Registry("test.talky", entry="speak")
 

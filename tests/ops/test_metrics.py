@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from tests.server.kit import TOKEN, child_env, start_server
-from tether import metrics
+from tether.foundation import metrics
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -14,11 +14,11 @@ from tests.offload_agents import offload
 from tether import Runtime, Status, Store, store_from_url
 from tether.blobs import LocalBlobStore
 from tether.blobs.base import fanout
-from tether.blobs.gc import collect_garbage
-from tether.errors import InvalidDuration, RunIsLive, UnknownRun
+from tether.foundation.errors import InvalidDuration, RunIsLive, UnknownRun
+from tether.model.records import encode, run_paused
 from tether.ops import delete_run, parse_duration, prune
+from tether.ops.blob_gc import collect_garbage
 from tether.ops.retention import RETENTION_LOCK, retention_pass
-from tether.records import encode, run_paused
 from tether.store import RunInfo, RunTable
 
 HOUR = 3600.0

@@ -14,10 +14,11 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store, tracing
+from tether import Context, Node, NodeResult, Registry, Runtime, Spawn, Status, Store
 from tether.blobs import LocalBlobStore
-from tether.metering import metering
-from tether.tracing import span_id_of, trace_id_of
+from tether.control.metering import metering
+from tether.foundation import tracing
+from tether.foundation.tracing import span_id_of, trace_id_of
 
 chain = Registry("test.traced", entry="step")
 GATE: dict[str, asyncio.Event] = {}

@@ -16,7 +16,7 @@ import pytest
 from tests.server.agents import chain_input, chain_nodes
 from tests.server.kit import CHAIN, TOKEN, ServerProcess, running, start_server, start_worker
 from tether.client import ApiError, RunEvent, TetherClient
-from tether.records import decode_log
+from tether.model.records import decode_log
 from tether.store import Status, Store, store_from_url
 
 SLOW = chain_input(n=40, width=2, delay=0.3)

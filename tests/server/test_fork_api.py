@@ -8,7 +8,7 @@ import pytest
 from tests.server.agents import chain_input
 from tests.server.kit import CHAIN, running
 from tether.client import ApiError, TetherClient
-from tether.records import decode_log
+from tether.model.records import decode_log
 from tether.store.base import Store
 
 from .test_api import TOKEN, wait_status

@@ -456,7 +456,7 @@ async def test_the_page_template_is_filled_in_one_pass(
     run_id = '{{js}}"><img src=x onerror=alert(1)>{{css}}'
     # Run ids are checked at the door now; a run recorded before that (or in a store
     # written by other code) may still hold any id, and the page must escape it.
-    monkeypatch.setattr("tether.runtime.check_run_id", lambda run_id: run_id)
+    monkeypatch.setattr("tether.engine.runtime.check_run_id", lambda run_id: run_id)
     async with (
         running(sqlite_store) as (url, server_),
         httpx.AsyncClient(base_url=url, headers=AUTH) as http,

@@ -10,7 +10,7 @@ import pytest
 import tether
 from tests.server.agents import chain_input, chain_nodes
 from tests.server.kit import CHAIN, TOKEN, running
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
 from tether.server import listing
 from tether.store.base import Status, Store
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tether.errors import StoreUnavailable
+from tether.foundation.errors import StoreUnavailable
 from tether.store import RunInfo, Status
 from tether.store.postgres import PostgresStore
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tether.errors import ConflictingRecord, RunExists, StaleEpoch, UnknownRun
+from tether.foundation.errors import ConflictingRecord, RunExists, StaleEpoch, UnknownRun
 from tether.store import RunFilter, RunInfo, Status, Store, state_filter
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tether.errors import BadRateLimit, ScheduleExists
+from tether.foundation.errors import BadRateLimit, ScheduleExists
 from tether.store import Store
 from tether.store.rates import RateLimit
 from tether.store.schedules import Schedule

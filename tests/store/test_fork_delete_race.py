@@ -22,13 +22,13 @@ from asyncpg.pool import PoolConnectionProxy
 from tests.agents import uid
 from tests.test_fork_refs import chain
 from tether import BadFork, Runtime, UnknownRun
+from tether.model.records import decode_log
 from tether.ops.retention import delete_run, remove_runs
-from tether.records import decode_log
 from tether.store import Store
 from tether.store.base import RunInfo, Status
 from tether.store.forks import NewRun, Origin, Segment
 from tether.store.postgres import PostgresStore
-from tether.store.postgres_forks import _insert
+from tether.store.postgres.forks import _insert
 
 BATCH = 7
 

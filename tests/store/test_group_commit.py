@@ -10,7 +10,7 @@ from typing import TypeVar
 import asyncpg
 import pytest
 
-from tether.errors import ConflictingRecord, StaleEpoch
+from tether.foundation.errors import ConflictingRecord, StaleEpoch
 from tether.store import RunInfo, Status
 from tether.store.postgres import PostgresStore
 

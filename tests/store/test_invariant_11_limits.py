@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.clock import ManualClock
-from tether import clock as tether_clock
-from tether.errors import BadLimit
+from tether.foundation import clock as tether_clock
+from tether.foundation.errors import BadLimit
 from tether.store import RunInfo, Status, Store
 from tether.store.base import Serves
 from tether.store.limits import ConcurrencyLimit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.errors import ConflictingRecord, StaleEpoch, UnknownRun
+from tether.foundation.errors import ConflictingRecord, StaleEpoch, UnknownRun
 from tether.store import RunInfo, Status, Store
 
 

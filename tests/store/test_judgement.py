@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from tether.errors import ConflictingRecord, StaleEpoch, StoreError
+from tether.foundation.errors import ConflictingRecord, StaleEpoch, StoreError
 from tether.store.judgement import AppendFacts, judge_append
 
 A, B, C = b"a", b"b", b"c"

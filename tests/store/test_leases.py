@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.clock import ManualClock
-from tether import clock as tether_clock
-from tether.errors import ConflictingRecord, StaleEpoch
+from tether.foundation import clock as tether_clock
+from tether.foundation.errors import ConflictingRecord, StaleEpoch
 from tether.store import DRAIN, Claim, Renewal, RunInfo, Status, Store
 
 

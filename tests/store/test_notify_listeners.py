@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 
 from tether.store import RunInfo, Status
 from tether.store.postgres import PostgresStore
-from tether.store.postgres_notify import AppendNotifier
+from tether.store.postgres.notify import AppendNotifier
 
 
 def _notifier(store: PostgresStore) -> AppendNotifier:

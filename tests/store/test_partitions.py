@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from tether.cli import main
+from tether.cli.app import main
 from tether.store import RunInfo, Status, migrate_url
 from tether.store.postgres import PostgresStore
 

@@ -23,8 +23,8 @@ import pytest
 
 from bench.agents import chain
 from tests.s3server import free_port
-from tether.errors import StaleEpoch
-from tether.runtime import Runtime
+from tether.engine.runtime import Runtime
+from tether.foundation.errors import StaleEpoch
 from tether.store import RunInfo, Status
 from tether.store.postgres import PostgresStore
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.clock import ManualClock
-from tether import clock as tether_clock
+from tether.foundation import clock as tether_clock
 from tether.store import RunInfo, Status, Store
 from tether.store.base import Serves, Stranded
 from tether.store.workers import Served, WorkerInfo

@@ -23,7 +23,7 @@ import asyncpg
 from tether.store import RunInfo, Status
 from tether.store.forks import NewRun, Origin, Segment
 from tether.store.postgres import PostgresStore
-from tether.store.postgres_leases import claim_sql
+from tether.store.postgres.leases import claim_sql
 from tether.store.queries import load_queries, load_schema
 
 Q = load_queries("postgres", "queries.sql")

@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from tests.s3server import free_port
-from tether.errors import StaleEpoch, StoreUnavailable
+from tether.foundation.errors import StaleEpoch, StoreUnavailable
 from tether.store import RunInfo, Status, migrate_url
 from tether.store.postgres import PostgresStore, migrate
 from tether.store.queries import load_migrations, load_queries, load_schema
@@ -270,7 +270,7 @@ async def test_a_cancellation_on_a_connection_the_pool_took_back_stays_a_cancell
     # pool takes it back at once) and the statement's task is cancelled. Closing the lost
     # connection must not replace the cancellation with a StoreError: that crashed the
     # worker's heartbeat, and the drained worker exited 1 (chaos trial, 2026-12-03).
-    from tether.store.postgres_db import PgPool
+    from tether.store.postgres.db import PgPool
 
     pool = PgPool(pg_database, min_size=1, max_size=2)
     await pool.open()

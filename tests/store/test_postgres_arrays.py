@@ -8,7 +8,7 @@ import asyncpg
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.store.postgres_arrays import int_array, text_array
+from tether.store.postgres.arrays import int_array, text_array
 
 # PostgreSQL text holds any character but NUL.
 TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)))

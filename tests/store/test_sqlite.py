@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tether.store import migrate_url
 from tether.store.queries import load_migrations, load_queries, load_schema
-from tether.store.sqlite_forks import fork_records
+from tether.store.sqlite.forks import fork_records
 
 Q = load_queries("sqlite")
 

@@ -8,7 +8,6 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from tether import metrics, tracing
 from tether.agent.conversation import Conversations
 from tether.agent.mcp import MCPServer, tool_names
 from tether.agent.messages import Message, ToolSpec, tool_result, turn_messages
@@ -17,16 +16,17 @@ from tether.agent.providers import Provider, provider_for
 from tether.agent.ratelimits import RateGate, estimate_tokens
 from tether.agent.retries import with_retries
 from tether.agent.tools import Tool, ToolArgumentsError
-from tether.context import Context
-from tether.core import Budget, Handler, Node, NodeResult, Spawn, Usage, Wait
-from tether.executor import Outcome
-from tether.graph import Graph
-from tether.ids import child_id
-from tether.registry import CompatibleFn, Registry, version_hash
-from tether.runtime import Runtime
+from tether.engine.context import Context, Handler
+from tether.engine.executor import Outcome
+from tether.engine.registry import CompatibleFn, Registry, version_hash
+from tether.engine.runtime import Runtime
+from tether.foundation import metrics, tracing
+from tether.foundation.core import Budget, Node, NodeResult, Spawn, Usage, Wait
+from tether.foundation.ids import child_id
+from tether.model.graph import Graph
+from tether.model.values import ValueCodec
+from tether.model.waits import WAIT_KIND
 from tether.store.rates import RateLimit
-from tether.values import ValueCodec
-from tether.waits import WAIT_KIND
 
 # What answers a tool call's approval: approve, reject with a reason, or approve with edited
 # arguments (validated again before the tool runs).

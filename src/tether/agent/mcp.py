@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.agent.messages import ToolSpec
-from tether.core import Retry
-from tether.errors import TetherError
+from tether.foundation.core import Retry
+from tether.foundation.errors import TetherError
 
 if TYPE_CHECKING:
     from mcp import Client, StdioServerParameters

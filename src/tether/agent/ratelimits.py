@@ -14,11 +14,11 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from tether import clock
 from tether.agent.messages import Message, ModelReply, ToolSpec
 from tether.agent.providers import BEFORE_SEND, Provider
 from tether.agent.retries import throttled
-from tether.context import Context
+from tether.engine.context import Context
+from tether.foundation import clock
 from tether.store.rates import RateLimit, RateLimits
 
 Call = Callable[[], Awaitable[ModelReply]]

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from tether.errors import TetherError
+from tether.foundation.errors import TetherError
 
 T = TypeVar("T")
 log = logging.getLogger("tether.agent")

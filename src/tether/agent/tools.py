@@ -9,9 +9,9 @@ from typing import Any, get_type_hints, overload
 
 import pydantic
 
-from tether.context import Context
-from tether.core import Retry
-from tether.errors import TetherError
+from tether.engine.context import Context
+from tether.foundation.core import Retry
+from tether.foundation.errors import TetherError
 
 
 class ToolArgumentsError(TetherError):

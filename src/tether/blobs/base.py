@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import NamedTuple, Self
 
-from tether import metrics
 from tether.blobs.errors import BlobCorrupt, BlobRefRefused
+from tether.foundation import metrics
 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 

@@ -1,6 +1,6 @@
 """Errors raised by blob stores."""
 
-from tether.errors import TetherError
+from tether.foundation.errors import TetherError
 
 
 class BlobError(TetherError):

@@ -16,12 +16,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterable, AsyncIterator
 
-from tether import metrics
 from tether.blobs.base import BlobInfo, BlobReader, BlobRef, BlobStore, check_sha256
 from tether.blobs.errors import BlobCorrupt
-from tether.crypto.keyring import KeyRing
-from tether.crypto.seal import NONCE_BYTES, address, open_sealed, seal
-from tether.errors import KeyRingError
+from tether.foundation import metrics
+from tether.foundation.crypto.keyring import KeyRing
+from tether.foundation.crypto.seal import NONCE_BYTES, address, open_sealed, seal
+from tether.foundation.errors import KeyRingError
 
 MAGIC = b"TSB1"
 _AAD = b"tether blob v1"

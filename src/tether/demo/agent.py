@@ -15,9 +15,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from tether.agent import Agent, register_price, tool
-from tether.context import Context
-from tether.core import Retry
 from tether.demo.chart import bar_chart
+from tether.engine.context import Context
+from tether.foundation.core import Retry
 
 SCRIPTED = "openai:script:research"
 # Priced like gpt-4.1, so the demo's cost and cost budget mean something.

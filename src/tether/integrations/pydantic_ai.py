@@ -44,13 +44,13 @@ from pydantic_core import to_jsonable_python
 
 from tether.agent.pricing import cost_of
 from tether.agent.ratelimits import RateGate
-from tether.context import Context
-from tether.core import Budget, Node, NodeResult, Retry, StepResult, Usage
-from tether.executor import Outcome
+from tether.engine.context import Context
+from tether.engine.executor import Outcome
+from tether.engine.registry import Registry
+from tether.engine.runtime import Runtime
+from tether.foundation.core import Budget, Node, NodeResult, Retry, StepResult, Usage
 from tether.integrations import pydantic_ai_approvals as approvals
 from tether.integrations.scope import current_scope, node_scope
-from tether.registry import Registry
-from tether.runtime import Runtime
 
 
 class StepOptions(TypedDict, total=False):

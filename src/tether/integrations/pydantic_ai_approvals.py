@@ -16,9 +16,9 @@ from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved,
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from tether.agent.loop import APPROVAL_SCHEMA
-from tether.context import Context
-from tether.core import Spawn, Wait
-from tether.waits import WAIT_KIND
+from tether.engine.context import Context
+from tether.foundation.core import Spawn, Wait
+from tether.model.waits import WAIT_KIND
 
 
 async def history_of(ctx: Context) -> list[ModelMessage] | None:

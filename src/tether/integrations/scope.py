@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from tether.context import Context
+from tether.engine.context import Context
 
 
 @dataclass(slots=True)

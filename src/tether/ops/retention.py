@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from tether.blobs.base import BlobStore
 from tether.blobs.errors import BlobRefRefused
-from tether.blobs.gc import referenced_blobs
-from tether.errors import RunIsLive, UnknownRun
-from tether.records import blob_refs, decode_log
+from tether.foundation.errors import RunIsLive, UnknownRun
+from tether.model.records import blob_refs, decode_log
+from tether.ops.blob_gc import referenced_blobs
 from tether.store.base import RunInfo, Status, Store
 from tether.store.retention import FINISHED, Rows
 

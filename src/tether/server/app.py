@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from tether.blobs import BlobStore
-from tether.metering import metering
+from tether.control.metering import metering
 from tether.server.auth import BearerAuth
 from tether.server.events import StreamSettings
 from tether.server.headers import SecurityHeaders

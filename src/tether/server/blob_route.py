@@ -18,8 +18,8 @@ from starlette.responses import Response, StreamingResponse
 from tether.blobs import BlobRef
 from tether.blobs.base import is_sha256_hex
 from tether.blobs.errors import BlobError, BlobRefRefused
-from tether.errors import UnknownRun
-from tether.records import blob_refs, decode_log
+from tether.foundation.errors import UnknownRun
+from tether.model.records import blob_refs, decode_log
 from tether.server.schemas import BadRequest
 from tether.server.views import blob_url
 

@@ -1,7 +1,7 @@
 """How the runs the API starts get executed: queued for workers, as `tether submit` does.
 
 There is one claim path. `tether serve --workers embedded` (the default on SQLite) runs a
-`tether.worker.Worker` in the server process; `--workers external` (the default on
+`tether.control.worker.Worker` in the server process; `--workers external` (the default on
 PostgreSQL) leaves execution to `tether worker` processes. Either way the server only
 queues runs, and cancels or resumes one it holds nobody else does by taking it with a
 claim of its own (a fresh epoch), so a worker claiming it at the same moment is fenced.
@@ -13,13 +13,13 @@ import asyncio
 import logging
 from typing import Any
 
-from tether.budgets import Change
-from tether.control import cancel, requeue
-from tether.core import Budget
-from tether.heartbeat import DEFAULT_LEASE_TTL
-from tether.runtime import Runtime
+from tether.control.actions import cancel, requeue
+from tether.control.worker import Worker
+from tether.engine.ownership import DEFAULT_LEASE_TTL
+from tether.engine.runtime import Runtime
+from tether.foundation.core import Budget
+from tether.model.budgets import Change
 from tether.store.base import Status
-from tether.worker import Worker
 
 log = logging.getLogger("tether.server")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.limits import limit_view, limit_views, remove_limit, set_limit
+from tether.ops.concurrency import limit_view, limit_views, remove_limit, set_limit
 from tether.server.request import server_of
 from tether.server.schemas import BadRequest, SetLimit, parse_body
 from tether.store.limits import ConcurrencyLimit

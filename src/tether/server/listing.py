@@ -20,7 +20,7 @@ from urllib.parse import quote, urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.deploys import with_waiting
+from tether.control.deploys import with_waiting
 from tether.server.request import server_of
 from tether.server.schemas import BadRequest
 from tether.server.session import page_path

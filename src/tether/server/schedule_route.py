@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tether.schedules import view
+from tether.ops.schedules import view
 from tether.server.request import server_of
 from tether.server.schemas import AddSchedule, BadRequest, parse_body
 

@@ -8,8 +8,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from tether.budgets import LIMIT_RULE, Change, limit_value
-from tether.core import Budget
+from tether.foundation.core import Budget
+from tether.model.budgets import LIMIT_RULE, Change, limit_value
 
 MAX_BODY_BYTES = 1 << 20
 # Deep enough for any real input; shallow enough that nothing downstream (pydantic's

@@ -7,7 +7,7 @@ import signal
 import socket
 from collections.abc import Callable
 
-from tether.errors import TetherError
+from tether.foundation.errors import TetherError
 from tether.server.app import TetherServer
 from tether.server.connections import (
     AcceptErrorLog,
@@ -15,7 +15,7 @@ from tether.server.connections import (
     TetherConfig,
     raise_open_files_limit,
 )
-from tether.uvicorn_util import ReadyServer, bind_socket
+from tether.server.uvicorn_util import ReadyServer, bind_socket
 
 
 class ServeError(TetherError):

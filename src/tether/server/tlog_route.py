@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from tether.ops.tlog import export_run, import_run
 from tether.server.request import run_id_of, server_of
-from tether.tlog import export_run, import_run
 
 TLOG_MEDIA_TYPE = "application/vnd.tether.tlog"
 

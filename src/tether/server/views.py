@@ -1,6 +1,6 @@
 """What the HTTP API shows of a run, record or row: no host paths, no host:pid.
 
-`tether show --json` prints the views of `tether.inspect` as they are, for the operator
+`tether show --json` prints the views of `tether.model.run_view` as they are, for the operator
 on the host. Over HTTP the same views go to callers who need not know where the blob
 store lives nor which host and pid execute a run, so before a view leaves the server a
 blob's `file://` or `s3://` url becomes its `/v1/blobs/...` route and an owner becomes an

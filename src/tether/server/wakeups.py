@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 
-from tether.records import Record
+from tether.model.records import Record
 
 
 class Wakeups:

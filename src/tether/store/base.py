@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from tether.status import Status as Status  # re-exported: stores speak of run status
+from tether.foundation.status import Status as Status  # re-exported: stores speak of run status
 
 if TYPE_CHECKING:
     from tether.store.forks import ForkTable

@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tether.errors import BadFork, TetherError, UnknownRun
+from tether.foundation.errors import BadFork, TetherError, UnknownRun
 from tether.store.base import RunInfo
 
 
@@ -142,7 +142,7 @@ class ForkTable(ABC):
     async def create_runs(self, runs: Sequence[NewRun]) -> None:
         """Insert these runs (rows, seq 0, own rows, references, origins) in one
         transaction: all of them, or none (RunExists naming the first id taken). What an
-        import (`tether.tlog`) writes a file's runs with. A run referenced that is gone or
+        import (`tether.ops.tlog`) writes a file's runs with. A run referenced that is gone or
         no longer has the rows referenced (being deleted) is refused (`source_gone`)."""
 
     @abstractmethod

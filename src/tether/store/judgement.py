@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tether.errors import ConflictingRecord, StaleEpoch, StoreError
+from tether.foundation.errors import ConflictingRecord, StaleEpoch, StoreError
 
 
 @dataclass(frozen=True, slots=True)

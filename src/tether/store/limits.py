@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tether.errors import BadLimit
+from tether.foundation.errors import BadLimit
 from tether.store.base import RunInfo, Status
 
 MAX_KEY = 200

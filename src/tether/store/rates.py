@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from tether.errors import BadRateLimit
+from tether.foundation.errors import BadRateLimit
 
 DEFAULT_PER = 60.0
 MAX_KEY = 200

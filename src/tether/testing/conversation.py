@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tether.errors import TetherError
+from tether.foundation.errors import TetherError
 from tether.testing.turns import ToolCall
 
 Role = Literal["system", "user", "assistant", "tool"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from tether.errors import TetherError
+from tether.foundation.errors import TetherError
 from tether.testing.conversation import Message, ToolSpec, count_assistant_turns
 from tether.testing.turns import Turn
 

@@ -11,11 +11,11 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 
-from tether.errors import TetherError
+from tether.foundation.errors import TetherError
+from tether.server.uvicorn_util import ReadyServer, bind_socket
 from tether.testing.app import LocalModelServer
 from tether.testing.scripts import Script
 from tether.testing.turns import Turn
-from tether.uvicorn_util import ReadyServer, bind_socket
 
 _CUT_MESSAGE = "ASGI callable returned without completing response."
 

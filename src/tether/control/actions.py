@@ -1,0 +1,150 @@
+"""Start, resume, requeue and cancel runs on behalf of every entry point.
+
+The CLI, the HTTP server and in-process callers go through here, so who may execute a run
+is decided once: a run is executed only under a lease (`Runtime.start` and
+`Runtime.resume` take one and keep it alive; workers claim theirs), a live lease is
+refused with `RunBusy` naming the owner and the seconds it has left, and a takeover
+(`force`) raises the epoch, which fences the old owner: its next append is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from tether.engine.executor import Outcome
+from tether.engine.runtime import Runtime
+from tether.foundation.core import Budget
+from tether.foundation.errors import BudgetSpent, RunBusy, RunNotResumable, UnknownRun
+from tether.model.budgets import Change, apply_change, refuse_spent
+from tether.model.graph import Graph
+from tether.model.records import limits_of, run_resumed
+from tether.store.base import Claim, RunInfo, Status
+
+log = logging.getLogger("tether.control.actions")
+
+# How often `resume(wait=True)` looks again while the owner's lease is live.
+WAIT_POLL_S = 0.5
+
+
+async def resume(
+    runtime: Runtime,
+    run_id: str,
+    *,
+    budget: Budget | None = None,
+    wait: bool = False,
+    force: bool = False,
+    on_wait: Callable[[RunBusy], None] | None = None,
+    graph: Graph | None = None,
+    claim: Claim | None = None,
+) -> Outcome:
+    """Take a run and continue it here (`graph`: the run as the caller loaded it already;
+    `claim`: taken already, with it, by `Runtime.take_loading`).
+
+    A live owner: RunBusy, or with `wait`, look again until its lease has ended (each
+    refusal is passed to `on_wait`), or with `force`, take it over at once.
+    """
+    if graph is None and claim is None:  # read once: a wait below catches up with it
+        claim, graph = await runtime.take_loading(run_id, force=force)
+    while True:
+        try:
+            return await runtime.resume(
+                run_id, budget=budget, force=force, graph=graph, claim=claim
+            )
+        except RunBusy as busy:
+            claim = None  # (a claim is used once: RunBusy comes of a take of our own)
+            if not wait:
+                raise
+            if on_wait is not None:
+                on_wait(busy)
+            left = busy.lease_left if busy.lease_left is not None else WAIT_POLL_S
+            await asyncio.sleep(min(max(left, 0.05), WAIT_POLL_S))
+
+
+async def owner_of(runtime: Runtime, run_id: str) -> RunInfo:
+    """The run's row (UnknownRun if there is none)."""
+    info = await runtime.store.runs.get(run_id)
+    if info is None:
+        raise UnknownRun(run_id)
+    return info
+
+
+async def requeue(runtime: Runtime, run_id: str, *, budget: Change | None, ttl: float) -> Status:
+    """Queue a paused or orphaned run again for the workers; `budget` replaces the limits
+    it names (a relative one: that much more than the run used, read under the claim). The
+    new limits are recorded (RunResumed) under a claim of our own, so the worker that
+    claims the run next rehydrates them from the log like everything else."""
+    if run_id in runtime.executing:
+        raise RunBusy(f"run {run_id} is executing in this process; nothing to resume")
+    claim = await runtime.store.leases.take(run_id, runtime.owner, ttl)
+    if claim is None:
+        raise await runtime.not_taken(run_id, "resume")
+    status, reason = Status.QUEUED, None
+    try:
+        graph = await runtime.load(run_id)
+        if graph.finished is not None:
+            status, reason = graph.status, graph.reason or None
+            raise RunNotResumable(f"run {run_id} has finished ({graph.status}); nothing to resume")
+        limits = graph.limits
+        if budget:
+            limits = limits_of(apply_change(budget, graph))
+        try:  # paused by its budget: resuming must raise what ran out
+            refuse_spent(graph, limits)
+        except BudgetSpent:
+            status, reason = graph.status, graph.reason or None
+            raise
+        if budget:
+            record = run_resumed(runtime.owner, claim.epoch, limits)
+            await runtime.writer.write(graph, record, epoch=claim.epoch)
+    finally:
+        await _release(runtime, claim, status, reason)
+    await runtime.store.leases.notify()
+    return status
+
+
+async def cancel(runtime: Runtime, run_id: str, *, ttl: float) -> Status:
+    """Stop a run for good; return its status now (its owner may still be stopping it).
+
+    The flag reaches whoever owns the run at its next lease renewal (a worker, or the
+    heartbeat of a process that started it); a run nobody holds is taken here and its
+    RunFinished appended at our epoch.
+    """
+    status = await runtime.store.leases.request_cancel(run_id)
+    if status is None:
+        raise UnknownRun(run_id)
+    if status.finished:
+        raise RunNotResumable(f"run {run_id} has finished ({status.value}); cannot cancel")
+    if run_id in runtime.executing:  # executing in this process: stop it now
+        return (await runtime.cancel(run_id)).status
+    claim = await runtime.store.leases.take(run_id, runtime.owner, ttl)
+    if claim is None:
+        info = await runtime.store.runs.get(run_id)
+        return info.status if info else status
+    try:
+        outcome = await runtime.cancel(run_id, epoch=claim.epoch)
+    except RunNotResumable:
+        # It finished, but a crash kept its row from saying so: give it back as it is.
+        graph = await runtime.load(run_id)
+        await _release(runtime, claim, graph.status, graph.reason or None)
+        raise
+    except BaseException:
+        await _release(runtime, claim, status, None)
+        raise
+    return outcome.status  # its RunFinished released the claim
+
+
+async def wait_finished(runtime: Runtime, run_id: str, *, within: float) -> Status:
+    """The run's status once its row says it finished, or after `within` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        info = await owner_of(runtime, run_id)
+        if info.status.finished or loop.time() >= deadline:
+            return info.status
+        await asyncio.sleep(0.1)
+
+
+async def _release(runtime: Runtime, claim: Claim, status: Status, reason: str | None) -> None:
+    if not await runtime.store.leases.release(claim.run_id, claim.epoch, status, reason):
+        log.warning("run %s: release at epoch %d was fenced off", claim.run_id, claim.epoch)
