@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const TOKEN = "test-token";
+export const TOKEN = "test-token-0123456789"; // tether serve wants 16 characters or more
 export const CHAIN = "tests.server.agents:chain";
 export const ROOT = fileURLToPath(new URL("../../..", import.meta.url));
 const PYTHON = process.env.PYTHON ?? "python3";
