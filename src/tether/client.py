@@ -404,7 +404,7 @@ async def _messages(response: httpx.Response) -> AsyncIterator[_Message]:
 
 def _record_seq(message: _Message) -> int | None:
     """The seq of a durable record: its SSE id, which its data must repeat; else None."""
-    if message.id is None or not message.id.isdigit():
+    if message.id is None or not (message.id.isascii() and message.id.isdigit()):
         return None
     seq = message.data.get("seq")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq != int(message.id):

@@ -636,6 +636,7 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
     import secrets
 
     from tether.server import ConnectionLimits, Launcher, Limits, StreamSettings, TetherServer
+    from tether.server.auth import check_token
     from tether.server.serve import serve
 
     if args.speed is not None:
@@ -643,6 +644,7 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("TETHER_API_TOKEN")
     generated = not token
     token = token or secrets.token_urlsafe(24)
+    check_token(token)  # before anything starts: a short token is refused, not served
     if logs.log_format(args.log_format) == "json":
         logs.configure("json", logging.getLevelName(args.log_level.upper()))
     agents = args.agent or ["demo"]

@@ -291,15 +291,15 @@ def forked_from(started: RunStarted | None) -> dict[str, Any] | None:
     }
 
 
-def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
-    """Status, budget, result and per-node timings of a rehydrated run."""
+def run_view(graph: Graph, *, outputs: bool = False, nodes: bool = True) -> dict[str, Any]:
+    """Status, budget, result and per-node timings of a rehydrated run (without `nodes`:
+    no `nodes` list, for a summary that must stay cheap on a large run)."""
     lim = graph.limits
     started = graph.started
     result = None
     if graph.finished is not None and graph.finished.run_finished.HasField("result"):
         result = _inline(graph.finished.run_finished.result)
-    order = list(graph.order) + [n for n in graph.nodes if graph.completed(n) is None]
-    return {
+    view: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "run_id": graph.run_id,
         "agent": graph.agent,
@@ -323,8 +323,11 @@ def run_view(graph: Graph, *, outputs: bool = False) -> dict[str, Any]:
         "result": result,
         "waits": waits_view(graph),
         "retries": retries_view(graph),
-        "nodes": [node_view(graph, n, outputs=outputs) for n in order],
     }
+    if nodes:
+        order = list(graph.order) + [n for n in graph.nodes if graph.completed(n) is None]
+        view["nodes"] = [node_view(graph, n, outputs=outputs) for n in order]
+    return view
 
 
 def status_words(status: Status, info: RunInfo | None, now: float) -> tuple[str, str]:
