@@ -1944,7 +1944,12 @@ export interface components {
             blobs: number;
             already: boolean;
         };
-        Run: Record<string, unknown>;
+        Run: {
+            /** @description queued, running, paused, waiting, succeeded, failed or cancelled (the run's row; with `at`, the log's at that seq) */
+            status: string;
+            /** @description the status, or `orphaned` for a running run whose owner's lease ran out */
+            state: string;
+        };
         Workers: {
             workers: Record<string, unknown>[];
         };

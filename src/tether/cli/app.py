@@ -33,7 +33,7 @@ from tether.cli import (
 )
 from tether.control.wiring import DEFAULT_CONCURRENCY, DEFAULT_POLL, Settings, open_store
 from tether.engine.ownership import DEFAULT_LEASE_TTL
-from tether.foundation import logs
+from tether.foundation import faults, logs
 from tether.foundation.errors import TetherError
 from tether.store import STATES, Status
 
@@ -312,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--demo",
         action="store_true",
-        default=os.environ.get("TETHER_DEMO") == "1",
+        default=None,  # None: $TETHER_DEMO (`Settings.demo`)
         help="also serve the demo agent's scripted model server, for demo runs (TETHER_DEMO=1)",
     )
     worker.add_argument(
@@ -432,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument(
         "--demo",
         action="store_true",
-        default=os.environ.get("TETHER_DEMO") == "1",
+        default=None,  # None: $TETHER_DEMO (`Settings.demo`)
         help="also serve the demo agent's scripted model server, for demo runs (TETHER_DEMO=1)",
     )
     srv.add_argument("--host", default="127.0.0.1")
@@ -533,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
         # Settings are read once, here; commands get them as `args.settings`.
         args.settings = settings = Settings.from_args(args)
         args.keys = settings.keys
+        if settings.fault:
+            faults.plan(settings.fault)
         if args.command == "keys" and args.keys_command == "generate":
             return commands.cmd_keys_generate(args)
         if args.command == "db":  # migrating must not go through open(), which migrates
