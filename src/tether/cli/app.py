@@ -259,13 +259,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="take the run over now, even from a live owner (fenced: its next append fails)",
     )
     resume.set_defaults(fn=commands.cmd_resume)
+    retry = sub.add_parser(
+        "retry",
+        help="reopen a failed run: its failed nodes run again (new attempts), then it continues",
+    )
+    retry.add_argument("run_id")
+    retry.add_argument(
+        "--queue",
+        action="store_true",
+        help="record the retry and leave the run queued for a worker instead of executing it here",
+    )
+    retry.add_argument("--stop-after", type=int, help="SIGKILL the process after N recorded nodes")
+    retry.set_defaults(fn=commands.cmd_retry)
     cancel = sub.add_parser("cancel", help="stop a run for good (its owner records it)")
     cancel.add_argument("run_id")
     cancel.add_argument(
         "--wait", type=float, default=30.0, help="seconds to wait for the owner to stop it (30)"
     )
     cancel.set_defaults(fn=commands.cmd_cancel)
-    for p in (demo, resume, cancel):
+    for p in (demo, resume, retry, cancel):
         p.add_argument(
             "--lease-ttl",
             type=float,
@@ -273,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="seconds this process's lease on a run lasts unless renewed "
             f"({DEFAULT_LEASE_TTL:g}); a crashed run is taken over after it",
         )
-    for p in (demo, resume):
+    for p in (demo, resume, retry):
         p.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
         p.add_argument(
             "--model",

@@ -328,6 +328,30 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
             )
 
 
+async def cmd_retry(store: Store, args: argparse.Namespace) -> int:
+    """Reopen a failed run (`tether.control.actions.retry`): here, or queued for a worker."""
+    async with open_blobs(args.settings) as blobs:
+        runtime = new_runtime(store, args.settings, blobs=blobs)
+        if args.queue:
+            status = await control.retry(runtime, args.run_id, ttl=args.lease_ttl)
+            console.print(
+                f"run {args.run_id}: retry recorded; {status.value} for a worker "
+                "(its failed nodes run again, as new attempts)",
+                highlight=False,
+            )
+            return 0
+        info = await control.owner_of(runtime, args.run_id)
+        models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+        if info.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
+            from tether.demo.agent import demo_models
+
+            models = demo_models(args.model, speed=args.settings.demo_speed)
+        async with models:
+            return await _execute_with(
+                runtime, args, lambda rt: control.retry_here(rt, args.run_id)
+            )
+
+
 async def cmd_cancel(store: Store, args: argparse.Namespace) -> int:
     runtime = new_runtime(store, args.settings)
     status = await control.cancel(runtime, args.run_id, ttl=args.lease_ttl)
@@ -547,6 +571,13 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     console.print(graph_tree(graph, f"run {graph.run_id} [{graph.agent}] {state}"))
     if graph.agent_version:
         console.print(f"agent {graph.agent} version {graph.agent_version}")
+    for n, retry in enumerate(graph.retries, 1):
+        nodes = ", ".join(nid[:8] for nid in retry.node_ids) or "none"
+        console.print(
+            f"retry {n} at seq {retry.seq}: it had failed ({retry.error}); ran again: {nodes}",
+            highlight=False,
+            markup=False,
+        )
     console.print(budget_line(graph))
     if graph.reason:
         console.print(f"reason: {graph.reason}")

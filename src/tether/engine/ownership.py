@@ -118,6 +118,10 @@ class LeaseKeeper:
         a sub-agent run or unknown (`not_taken` says which)."""
         return await self.leases.take(run_id, self.owner, ttl or self.ttl, force=force)
 
+    async def reopen(self, run_id: str, *, ttl: float | None = None) -> Claim | None:
+        """Take a failed run to retry it, at a new epoch; None if it did not fail."""
+        return await self.leases.reopen(run_id, self.owner, ttl or self.ttl)
+
     async def claim(
         self, limit: int, *, skip: Sequence[str] = (), serves: Serves | None = None
     ) -> list[Claim]:
