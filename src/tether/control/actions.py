@@ -159,6 +159,8 @@ async def _reopen(runtime: Runtime, run_id: str, ttl: float) -> tuple[Claim, Gra
                 f"run {run_id} is a sub-agent run of {info.parent_run_id}; retry its parent "
                 "(its failed sub-agent runs are retried with the nodes that ran them)"
             )
+        if info.status is Status.FAILED:  # marked by a delete under way (Retention.seal)
+            raise RunNotRetryable(f"run {run_id} is being deleted; it cannot be retried")
         raise RunNotRetryable(
             f"run {run_id} is {info.status.value}, not failed; only a failed run can be retried"
         )

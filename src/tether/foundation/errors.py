@@ -256,6 +256,21 @@ class RunIsLive(TetherError):
         self.run_id = run_id
 
 
+class ParentIsLive(RunIsLive):
+    """A sub-agent run whose parent (or a run above it) has not finished: deleting it would
+    take from the parent's tree a run it may still read back."""
+
+    def __init__(self, run_id: str, parent_run_id: str, status: str) -> None:
+        TetherError.__init__(
+            self,
+            f"run {run_id!r} was not deleted: it is a sub-agent run of {parent_run_id!r}, "
+            f"which is {status}; delete {parent_run_id!r} once it has finished (its "
+            "sub-agent runs go with it)",
+        )
+        self.run_id = run_id
+        self.parent_run_id = parent_run_id
+
+
 class EventRefused(TetherError):
     """An event cannot be delivered; nothing was recorded. `status` is the HTTP answer."""
 
