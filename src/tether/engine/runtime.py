@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import socket
 from collections.abc import Mapping
@@ -30,6 +31,7 @@ from tether.foundation.errors import (
     ChildWaiting,
     ConflictingRecord,
     CorruptRecord,
+    LogGap,
     RecordTooLarge,
     RunBusy,
     RunExists,
@@ -57,6 +59,11 @@ from tether.store.base import Claim, RunInfo, Status, Store
 from tether.store.limits import check_key, check_priority
 
 DEFAULT_RECORD_CAP = 64 * 1024
+# How many times one execution reloads a run whose log refused an append (LogGap) before it
+# gives up: each reload follows a loss of the log's tail, which a failover makes once.
+MAX_RELOADS = 5
+
+log = logging.getLogger("tether.engine.runtime")
 
 
 class Runtime:
@@ -409,7 +416,10 @@ class Runtime:
         else:
             executor = await self._take_up_as_loaded(loaded, budget, epoch)
             if executor is not None:
-                return await executor.execute()
+                try:
+                    return await executor.execute()
+                except LogGap as gap:
+                    return await self._reloaded(gap, executor.graph, budget, epoch)
             graph = await self.catch_up(loaded)
         if graph.finished is not None:
             # Its row may still say otherwise (a log written before finishes were atomic).
@@ -437,7 +447,7 @@ class Runtime:
             registry = await self.registry_for(graph)
             executor = RunExecutor(self, graph, registry, epoch=epoch)
             await self._record_resumed(graph, registry, budget, epoch)
-        except (BudgetSpent, CannotContinue, ConflictingRecord):
+        except (BudgetSpent, CannotContinue, ConflictingRecord, LogGap):
             return None
         return executor
 
@@ -506,7 +516,47 @@ class Runtime:
         self, graph: Graph, *, budget: Budget | None = None, epoch: int | None = None
     ) -> Outcome:
         """Record that the run is taken up again (moved to this code's version, if it was on
-        a compatible one), then execute it."""
+        a compatible one), then execute it.
+
+        An append the log refuses because it does not follow the log's last record
+        (LogGap: the log lost its tail, as after a failover to an asynchronous standby)
+        means this process's view of the run is stale: the execution stops, the run is read
+        again from its log and continued from what it holds, so the nodes whose records
+        were lost run again, once (`MAX_RELOADS` times at most, then LogGap)."""
+        try:
+            return await self._continue(graph, budget, epoch)
+        except LogGap as gap:
+            return await self._reloaded(gap, graph, budget, epoch)
+
+    async def _reloaded(
+        self, gap: LogGap, graph: Graph, budget: Budget | None, epoch: int | None
+    ) -> Outcome:
+        """After the log refused an append of `graph` (LogGap): the run read again from its
+        log and continued at the same epoch, again while the log refuses (`continue_graph`
+        says why). `budget`, if given, is recorded again: its RunResumed may be lost."""
+        for _ in range(MAX_RELOADS):
+            held = await self.load(graph.run_id)
+            kept = set(held.order)
+            lost = [node_id for node_id in graph.order if node_id not in kept]
+            log.warning(
+                "run %s: %s; reloaded from its log, continuing after seq %d (%d nodes whose "
+                "records were lost run again: %s)",
+                graph.run_id,
+                gap,
+                held.next_seq - 1,
+                len(lost),
+                ", ".join(lost[:10]) + (" ..." if len(lost) > 10 else ""),
+            )
+            graph = held
+            if graph.finished is not None:  # (its own last record held: nothing to continue)
+                return await self._read_outcome(graph)
+            try:
+                return await self._continue(graph, budget, epoch)
+            except LogGap as exc:
+                gap = exc
+        raise gap
+
+    async def _continue(self, graph: Graph, budget: Budget | None, epoch: int | None) -> Outcome:
         try:
             registry = await self.registry_for(graph)
         except CannotContinue as exc:
@@ -569,8 +619,12 @@ class Runtime:
         return graph.run_id
 
     async def execute(self, graph: Graph, *, epoch: int | None = None) -> Outcome:
-        """Execute a freshly created (or already resumed) graph."""
-        return await RunExecutor(self, graph, resolve_agent(graph.agent), epoch=epoch).execute()
+        """Execute a freshly created (or already resumed) graph; reloaded from its log if
+        the log refuses an append (LogGap), as `continue_graph` says."""
+        try:
+            return await RunExecutor(self, graph, resolve_agent(graph.agent), epoch=epoch).execute()
+        except LogGap as gap:
+            return await self._reloaded(gap, graph, None, epoch)
 
     async def run_child(
         self,
