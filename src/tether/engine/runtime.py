@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -46,6 +46,7 @@ from tether.model.budgets import Change, refuse_spent
 from tether.model.columns import applied, applied_turns
 from tether.model.graph import Graph
 from tether.model.records import (
+    decode_log,
     dump_json,
     limits_of,
     run_finished,
@@ -533,9 +534,11 @@ class Runtime:
     ) -> Outcome:
         """After the log refused an append of `graph` (LogGap): the run read again from its
         log and continued at the same epoch, again while the log refuses (`continue_graph`
-        says why). `budget`, if given, is recorded again: its RunResumed may be lost."""
+        says why). Its RunResumed is recorded again (with `budget`, if given) only if the
+        log lost the one that took it up at this epoch: one take-up a epoch."""
         for _ in range(MAX_RELOADS):
-            held = await self.load(graph.run_id)
+            rows = await self._rows(graph.run_id)
+            held = applied(Graph(graph.run_id), rows)
             kept = set(held.order)
             lost = [node_id for node_id in graph.order if node_id not in kept]
             log.warning(
@@ -551,6 +554,9 @@ class Runtime:
             if graph.finished is not None:  # (its own last record held: nothing to continue)
                 return await self._read_outcome(graph)
             try:
+                if epoch is not None and _taken_up_at(graph.run_id, rows) == epoch:
+                    executor = RunExecutor(self, graph, await self.registry_for(graph), epoch=epoch)
+                    return await executor.execute()
                 return await self._continue(graph, budget, epoch)
             except LogGap as exc:
                 gap = exc
@@ -710,6 +716,15 @@ class Runtime:
     async def outcome(self, run_id: str) -> Outcome:
         """The state of a run as its log tells it, without executing anything."""
         return await self._read_outcome(await self.load(run_id))
+
+
+def _taken_up_at(run_id: str, rows: Sequence[bytes]) -> int | None:
+    """The epoch of the log's last RunResumed (None: none), read from the end."""
+    for row in reversed(rows):
+        (record,) = decode_log(run_id, [row])
+        if record.HasField("run_resumed"):
+            return record.run_resumed.epoch
+    return None
 
 
 def parse_config(raw: bytes) -> dict[str, Any]:
