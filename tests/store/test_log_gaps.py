@@ -61,7 +61,7 @@ async def test_an_append_past_the_log_end_is_refused_and_writes_nothing(store: S
     assert [seq for seq, _ in await store.log.read("r")] == [0, 1, 2, 3, 4]
 
 
-async def test_a_log_that_lost_its_tail_refuses_the_writer_that_still_holds_it(
+async def test_invariant_4_a_log_that_lost_its_tail_refuses_the_writer_that_still_holds_it(
     store: Store,
 ) -> None:
     await store.runs.create(run("r"), b"first")
