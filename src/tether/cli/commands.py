@@ -196,6 +196,8 @@ async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
         return outcome
 
     async with demo_models(args.model) as model:
+        # A model it cannot call is one line before any run (the runtime refuses it too).
+        research.check_model()
         console.print(f"[bold]tether demo[/]: a research agent on {model} (log: {store.url})")
         return await _execute(store, args, go)
 

@@ -268,6 +268,7 @@ class Runtime:
         if parent is None:  # checked at the door: nothing is recorded for a bad input or id
             run_id = check_run_id(run_id) if run_id is not None else new_run_id()
             input = registry.check_input(input)
+            registry.check_ready(here=status is Status.RUNNING)
             key, priority = check_key(key) or None, check_priority(priority)
             await self._store_limit_defaults(name, registry)
         run_id = run_id or new_run_id()
