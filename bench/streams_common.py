@@ -12,7 +12,7 @@ import tether
 from bench.common import BENCH_DB, PG_ADMIN_URL, Settings, _admin
 from tether.model.records import NodeCompleted, Record, encode, now_us
 
-TOKEN = "bench-token"
+TOKEN = "bench-token-0123456789"
 SRC = Path(tether.__file__).resolve().parent.parent
 
 

@@ -140,6 +140,12 @@ class TetherClient:
             "POST", f"/v1/runs/{_q(run_id)}/resume", json={"budget": budget} if budget else {}
         )
 
+    async def retry(self, run_id: str) -> dict[str, Any]:
+        """Retry a failed run: its records stay, its failed nodes run again as new attempts,
+        then it continues (queued for a worker). ApiError 409 `run_not_failed` if the run did
+        not fail."""
+        return await self._call("POST", f"/v1/runs/{_q(run_id)}/retry")
+
     async def export(self, run_id: str, *, blobs: bool = False) -> AsyncIterator[bytes]:
         """The run, its sub-agent runs (and with `blobs`, their blobs) as a `.tlog` file,
         chunk by chunk as the server streams it (`tether import` or `import_tlog` reads it)."""
@@ -398,7 +404,7 @@ async def _messages(response: httpx.Response) -> AsyncIterator[_Message]:
 
 def _record_seq(message: _Message) -> int | None:
     """The seq of a durable record: its SSE id, which its data must repeat; else None."""
-    if message.id is None or not message.id.isdigit():
+    if message.id is None or not (message.id.isascii() and message.id.isdigit()):
         return None
     seq = message.data.get("seq")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq != int(message.id):

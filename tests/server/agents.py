@@ -176,3 +176,26 @@ async def echo_part(ctx: Context, node: Node) -> dict[str, Any]:
 @echo.node("last")
 async def echo_last(ctx: Context, node: Node) -> NodeResult:
     return NodeResult({"text": node.input["text"]}, is_result=True)
+
+
+# Makes up an agent at run time, its node kinds the words of its input (a model's, say),
+# and runs it as a sub-agent run: kinds no registry declared when the server started.
+kinds = Registry("test.server.kinds", entry="spawn")
+
+
+def _then(nxt: str | None) -> Any:
+    async def handler(ctx: Context, node: Node) -> NodeResult:
+        if nxt is None:
+            return NodeResult("done", is_result=True)
+        return NodeResult(None, spawn=[Spawn(nxt, None, key="next")])
+
+    return handler
+
+
+@kinds.node("spawn")
+async def spawn_kinds(ctx: Context, node: Node) -> Any:
+    names = node.input["kinds"]
+    made = Registry(f"test.server.made.{ctx.run_id}", entry=names[0])
+    for i, name in enumerate(names):
+        made.add(name, _then(names[i + 1] if i + 1 < len(names) else None))
+    return await ctx.run_child(made, None)

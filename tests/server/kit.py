@@ -22,13 +22,14 @@ from tether.server.limits import Limits
 from tether.server.serve import serve
 from tether.store.base import Store
 
-TOKEN = "test-token"
+TOKEN = "test-token-0123456789"
 CHAIN = "tests.server.agents:chain"
 FILES = "tests.server.agents:files"
 FORGER = "tests.server.agents:forger"
 CONSOLE = "tests.server.agents:console"
 APPROVAL = "tests.server.agents:approval"
 ECHO = "tests.server.agents:echo"
+KINDS = "tests.server.agents:kinds"
 SRC = Path(tether.__file__).resolve().parent.parent
 ROOT = SRC.parent
 

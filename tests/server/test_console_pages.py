@@ -64,10 +64,10 @@ async def test_the_runs_list_pages_older_and_newer_with_every_column(
     headers = browser.execute_script(
         "return [...document.querySelectorAll('#runs th')].map(h => h.innerText)"
     )
-    assert headers == ["run", "status", "agent", "started", "duration", "nodes", "tokens", "cost"]
-    run, status, agent, started, duration, nodes, tokens, cost = cells(browser)[0]
+    assert headers == ["run", "status", "agent", "started", "wall", "nodes", "tokens", "cost"]
+    run, status, agent, started, wall, nodes, tokens, cost = cells(browser)[0]
     assert (run, status, agent) == (newest[0], "succeeded", CHAIN)
-    assert started.endswith(" ago") and duration.endswith(("ms", " s"))
+    assert started.endswith(" ago") and wall.endswith(("ms", " s"))
     assert (nodes, tokens, cost) == ("1", "0", "$0.0000")
     older, newer = browser.find_element(By.ID, "next"), browser.find_element(By.ID, "prev")
     assert not newer.is_enabled()

@@ -48,11 +48,16 @@ async def test_the_sign_in_help_names_the_variable_tether_serve_reads(
     [variable] = [w for w in help_text.replace(")", " ").split() if w.startswith("TETHER_")]
     # Followed as written: a server given its token by that variable (no --token) takes it.
     served = start_server(
-        tmp_path, f"sqlite:///{tmp_path / 'b.db'}", env={variable: "from-the-env"}, token=None
+        tmp_path,
+        f"sqlite:///{tmp_path / 'b.db'}",
+        env={variable: "from-the-env-0123456789"},
+        token=None,
     )
     try:
         async with httpx.AsyncClient(base_url=served.url) as http:
-            ok = await http.get("/v1/runs", headers={"Authorization": "Bearer from-the-env"})
+            ok = await http.get(
+                "/v1/runs", headers={"Authorization": "Bearer from-the-env-0123456789"}
+            )
         assert ok.status_code == 200, (variable, ok.status_code)
     finally:
         assert served.stop() == 0

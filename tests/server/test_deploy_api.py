@@ -28,9 +28,11 @@ async def test_workers_and_upgrade_over_http(durable_store: Store) -> None:
     await durable_store.workers.beat(
         WorkerInfo("w-api", "h", 1, 1.0, ttl=60.0, versions={name: Served("1")}, runs_held=2)
     )
-    async with running(durable_store) as (url, _), TetherClient(url, TOKEN) as client:
+    async with running(durable_store) as (url, server), TetherClient(url, TOKEN) as client:
         listed = (await client.workers())["workers"]
-        mine = [w for w in listed if w["owner"] == "w-api"]
+        # Named by its opaque owner id, as run views name owners: no host, no pid.
+        mine = [w for w in listed if w["owner"] == server.publish.owner_id("w-api")]
+        assert all("host" not in w and "pid" not in w for w in listed)
         assert mine and mine[0]["versions"][name]["version"] == "1" and mine[0]["runs_held"] == 2
         with pytest.raises(ApiError) as refused:
             await client.upgrade(run_id, "2")

@@ -6,22 +6,29 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 import pytest
 
+from tests.conftest import fresh_db_name, pg_admin, pg_url
 from tests.server.agents import chain_input
 from tests.server.kit import (
     CHAIN,
     ECHO,
     FILES,
+    KINDS,
     OUTPUT,
     TOKEN,
+    CuttingProxy,
     ServerProcess,
+    child_env,
     running,
     start_server,
 )
@@ -349,3 +356,118 @@ async def test_a_blob_is_served_with_its_type_and_safe_parameters_only(
     assert r.headers["content-disposition"].startswith(disposition)
     assert "x-evil" not in r.headers
     assert not [line for line in lines if "Traceback" in line], "".join(lines)
+
+
+# -- small leaks and inconsistencies ------------------------------------------------
+
+
+async def test_worker_views_show_the_owner_id_only(server: ServerProcess) -> None:
+    async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as http:
+        r = await http.get("/v1/workers")
+    workers = r.json()["workers"]
+    assert workers, r.text
+    for worker in workers:
+        assert "host" not in worker and "pid" not in worker, worker
+        assert worker["owner"].startswith("owner-")
+    assert f"{socket.gethostname()}:{server.proc.pid}" not in r.text
+
+
+async def test_a_store_error_says_store_unavailable_with_a_request_id(
+    tmp_path: Path, pg_template: str
+) -> None:
+    name = fresh_db_name("unavailable")
+    await pg_admin(f"CREATE DATABASE {name} TEMPLATE {pg_template}")
+    direct = urlsplit(pg_url(name))
+    try:
+        # The store reached through a proxy that then goes away: connections refused.
+        async with CuttingProxy(f"{direct.hostname}:{direct.port}", cut_after=600) as proxy:
+            via = urlunsplit(direct._replace(netloc=direct.netloc.replace(
+                f"{direct.hostname}:{direct.port}", proxy.url.removeprefix("http://")
+            )))  # fmt: skip
+            # In a thread: the proxy serves on this loop while the server opens its store.
+            server = await asyncio.to_thread(start_server, tmp_path, via, "--workers", "external")
+            async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=60) as http:
+                assert (await http.get("/v1/runs")).status_code == 200
+        try:
+            async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=60) as http:
+                r = await http.get("/v1/runs")
+            lines = list(OUTPUT.get(server.proc.pid, []))
+        finally:
+            server.stop()
+    finally:
+        await pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    assert r.status_code == 503, r.text
+    request_id = r.headers["x-request-id"]
+    assert r.json()["error"] == {
+        "type": "store_unavailable",
+        "message": f"store unavailable (request {request_id})",
+    }
+    # The details went to the log, under the same id.
+    assert [line for line in lines if request_id in line and name in line], "".join(lines)
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_a_token_shorter_than_16_characters_is_refused(tmp_path: Path, how: str) -> None:
+    short = "fifteen-chars!!"
+    assert len(short) == 15
+    given = ["--token", short] if how == "flag" else []
+    env = child_env({"TETHER_API_TOKEN": short} if how == "environment" else None)
+    db = f"sqlite:///{tmp_path / 'tether.db'}"
+    with subprocess.Popen(
+        [sys.executable, "-m", "tether", "--db", db, "serve", "--port", "0", *given],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:  # it says it listens, or why it will not
+            lines.append(line)
+            if line.startswith("tether serve: listening on "):
+                proc.terminate()
+        code = proc.wait(timeout=60)
+    assert code != 0, "".join(lines)
+    assert "the API token must be at least 16 characters (this one has 15)" in "".join(lines)
+
+
+async def test_two_authorization_headers_are_refused(server: ServerProcess) -> None:
+    good, bad = f"Bearer {TOKEN}", "Bearer not-the-token-at-all"
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        for pair in ([good, good], [bad, good], [good, bad]):
+            headers = [("Authorization", value) for value in pair]
+            r = await http.get("/v1/runs", headers=headers)
+            assert r.status_code == 400, (pair, r.status_code)
+            assert r.json()["error"]["type"] == "duplicate_authorization"
+        assert (await http.get("/v1/runs", headers=AUTH)).status_code == 200
+
+
+async def test_seq_parameters_take_ascii_digits_only(server: ServerProcess) -> None:
+    run_id, _ = await follow(server.url, CHAIN, chain_input(1, 1, 0))
+    async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as http:
+        for raw in ("+0", "0_0", "-0", "1e1", "0x1"):
+            for how in ("header", "query"):
+                headers = {"Last-Event-ID": raw} if how == "header" else {}
+                params = {"after": raw} if how == "query" else {}
+                r = await http.get(f"/v1/runs/{run_id}/events", headers=headers, params=params)
+                assert r.status_code == 400, (raw, how, r.status_code)
+                assert r.json()["error"]["type"] == "bad_after"
+        for raw in ("\u0660", "\u0967", "\uff10"):  # Arabic-Indic, Devanagari, fullwidth 0
+            r = await http.get(f"/v1/runs/{run_id}/events", params={"after": raw})
+            assert r.status_code == 400, (raw, r.status_code)
+        ok = await http.get(f"/v1/runs/{run_id}/events", params={"after": "0"})
+        assert ok.status_code == 200 and "id: 1\n" in ok.text
+        assert (await http.get(f"/v1/runs/{run_id}/events", params={"after": "-1"})).is_success
+
+
+async def test_node_kinds_no_registry_declares_are_counted_as_other(tmp_path: Path) -> None:
+    server = start_server(tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", "--agent", KINDS)
+    try:
+        made_up = [f"made-up-{i}" for i in range(5)]
+        _, records = await follow(server.url, KINDS, {"kinds": made_up})
+        async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as http:
+            text = (await http.get("/metrics")).text
+    finally:
+        assert server.stop() == 0
+    assert records[-1].data["status"] == "succeeded"
+    assert "made-up" not in text
+    [other] = re.findall(r'tether_node_duration_seconds_count\{kind="other"\} (\S+)', text)
+    assert float(other) == 5  # the made-up agent's nodes
+    assert re.search(r'tether_node_duration_seconds_count\{kind="spawn"\} 1\.0', text), text

@@ -1,7 +1,7 @@
 """The run page's history slider and "Fork from here" in headless Chromium (issue 13): the
 slider, moved with the keyboard, redraws the graph, budget and outcome as they were at a
-seq (as `GET /v1/runs/{id}?at=` says), and forking there opens the fork's page, which says
-where it came from and runs to the source's answer."""
+seq (the budget is what `GET /v1/runs/{id}?at=` says), and forking there opens the fork's
+page, which says where it came from and runs to the source's answer."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ def drawn(driver: WebDriver) -> dict[str, Any]:
         " nodes: document.querySelectorAll('#graph g.node').length,"
         " completed: document.querySelectorAll('#graph g.node.completed').length,"
         " budget: document.getElementById('budget').innerText,"
+        " budgetRecords: Number(document.getElementById('budget').dataset.records),"
         " outcome: document.getElementById('outcome').innerText,"
         " past: document.body.classList.contains('past'),"
         " fork: !document.getElementById('fork').disabled};"
@@ -62,8 +63,13 @@ async def test_the_slider_shows_the_run_at_a_seq_and_forks_from_there(
         assert "not finished yet" in first["outcome"]
         for seq in range(1, 4):
             slider.send_keys(Keys.ARROW_RIGHT)
+            # The budget is the API's as of that seq (GET ?at=), drawn once it comes.
             then = await until(
-                lambda seq=seq: (v := drawn(browser))["text"].startswith(f"seq {seq} of") and v
+                lambda seq=seq: (
+                    (v := drawn(browser))["text"].startswith(f"seq {seq} of")
+                    and v["budgetRecords"] == seq + 1
+                    and v
+                )
             )
             assert then["at"] == seq
             api = await client.get(run_id, at_seq=seq)

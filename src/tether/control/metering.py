@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
+from tether.engine.registry import ON_IMPORT, declared_kinds
 from tether.engine.runtime import Runtime
 from tether.foundation import metrics, tracing
 from tether.model.records import Record, started_at_us_of
@@ -51,6 +52,14 @@ def _tracer_of(runtime: Runtime, traces: tracing.Tracing) -> Callable[[str, int,
 async def _metered(
     runtime: Runtime, active: metrics.Metrics, open_streams: Callable[[], float] | None
 ) -> AsyncIterator[None]:
+    # The agents served are imported by now: their kinds (and their sub-agents') are the
+    # label values, and those of an agent imported later by name; a kind made up at run
+    # time counts as `other`.
+    def declare() -> None:
+        active.declare_kinds(declared_kinds())
+
+    declare()
+    ON_IMPORT.append(declare)
     unsubscribe = runtime.events.on_record(active.on_record)
     if open_streams is not None:
         active.track_streams(open_streams)
@@ -64,3 +73,4 @@ async def _metered(
         with contextlib.suppress(asyncio.CancelledError):
             await sampler
         unsubscribe()
+        ON_IMPORT.remove(declare)

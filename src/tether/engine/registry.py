@@ -230,6 +230,18 @@ def _entry_point(name: str) -> str | None:
     return next((ep.value for ep in found), None)
 
 
+# Called after resolve_agent imported an agent's module (tether.control.metering declares
+# the kinds of the registries that import made).
+ON_IMPORT: list[Callable[[], None]] = []
+
+
+def declared_kinds() -> set[str]:
+    """The node kinds of every registry that exists now (`tether.control.metering` takes
+    them as the metrics' label values when serving starts, once the served agents are
+    imported)."""
+    return {kind for registry in list(_REGISTRIES.values()) for kind in registry.kinds}
+
+
 def resolve_agent(name: str) -> Registry:
     """Find a registry by name, `module:attribute` import path, or entry point (tether's own
     demo agents are found through theirs, in tether's package metadata, like any package's)."""
@@ -245,6 +257,8 @@ def resolve_agent(name: str) -> Registry:
         ) from exc
     if name in _REGISTRIES:
         return _REGISTRIES[name]
+    for hook in list(ON_IMPORT):
+        hook()
     found = getattr(module, attr or "agent", None)
     if not isinstance(found, Registry):
         raise UnknownAgent(f"unknown agent {name!r}: {path} is not a tether Registry")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, assert_never
 
 from tether.foundation.errors import TetherError
@@ -48,6 +48,13 @@ _BUCKETS = (
 )
 
 
+# Node kinds count under their own label only once declared (`declare_kinds`: the kinds of
+# every registry in the process when it starts serving); any other kind a record names (an
+# agent made up at run time from a model's words) counts as `other`, so no agent can grow
+# the metrics' cardinality without bound.
+OTHER_KIND = "other"
+
+
 class Metrics:
     """Every tether metric, registered in one `CollectorRegistry`."""
 
@@ -58,6 +65,7 @@ class Metrics:
             raise ImportError("metrics need `pip install 'tether[metrics]'`") from exc
         r = self.registry = registry or CollectorRegistry()
         self._children: dict[tuple[int, str], Any] = {}
+        self.kinds: frozenset[str] = frozenset()
         self.runs = Gauge(
             "tether_runs", "Runs in the store by status (sampled).", ["status"], registry=r
         )
@@ -126,12 +134,14 @@ class Metrics:
             case "node_completed":
                 node = record.node_completed
                 if node.took_us > 0:  # a slim record (records.started_at_us_of)
-                    self._child(self.node_seconds, node.kind).observe(node.took_us / 1e6)
+                    self._child(self.node_seconds, self.kind_label(node.kind)).observe(
+                        node.took_us / 1e6
+                    )
                 elif node.finished_at_us >= node.started_at_us > 0:
                     took = (node.finished_at_us - node.started_at_us) / 1e6
-                    self._child(self.node_seconds, node.kind).observe(took)
+                    self._child(self.node_seconds, self.kind_label(node.kind)).observe(took)
             case "node_failed":
-                self.nodes_failed.labels(record.node_failed.kind).inc()
+                self._child(self.nodes_failed, self.kind_label(record.node_failed.kind)).inc()
             case "run_started":
                 self.runs_started.inc()
             case "run_finished":
@@ -141,6 +151,14 @@ class Metrics:
                 pass
             case never:
                 assert_never(never)
+
+    def declare_kinds(self, kinds: Iterable[str]) -> None:
+        """Node kinds that count under their own label from now on."""
+        self.kinds = self.kinds | frozenset(kinds)
+
+    def kind_label(self, kind: str) -> str:
+        """The label a node kind is counted under: itself if declared, else `other`."""
+        return kind if kind in self.kinds else OTHER_KIND
 
     def appended(self, kind: str, records: int, seconds: float) -> None:
         self._child(self.append_seconds, kind).observe(seconds)

@@ -2,8 +2,8 @@
 
 The list page is a shell with no data; its script asks the API with the token the tab
 signed in with. A run's page works with its page-session cookie alone (set from a link
-with `?token=` or a sign-in), so it reads its stream, its sub-agent runs and its blobs
-under its own path, where that cookie reaches.
+with `?token=` or a sign-in), so it reads its stream, its view (the API's), its sub-agent
+runs and its blobs under its own path, where that cookie reaches.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from tether.foundation.ids import parent_node_of
+from tether.server.detail import run_detail
 from tether.server.page import COMMON_JS, asset, missing_run_page, page
 from tether.server.request import run_id_of, server_of
 from tether.server.session import BEARER_OK, QUERY_TOKEN_OK, page_path
@@ -57,6 +58,15 @@ async def run_page(request: Request) -> Response:
     if state.get(BEARER_OK):  # opened with the header (a sign-in): the page needs the cookie
         server.sessions.set_cookie(response, run_id, https=https)
     return response
+
+
+async def run_page_view(request: Request) -> Response:
+    """What the run's page draws its status word and budget bars from: the run's view as
+    `GET /v1/runs/{id}` gives it (`?at=SEQ`: as of that seq), without its nodes, read
+    under the page's path where its session cookie reaches."""
+    server = server_of(request)
+    view = await run_detail(server, run_id_of(request), request.query_params.get("at"), nodes=False)
+    return JSONResponse(view)
 
 
 async def run_children(request: Request) -> Response:

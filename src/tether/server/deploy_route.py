@@ -10,15 +10,25 @@ from tether.server.listing import urls
 from tether.server.request import run_id_of, server_of
 from tether.server.schemas import UpgradeRun, parse_body
 
+# What `tether workers --json` shows the operator on the host, and HTTP callers never see.
+HOST_FIELDS = ("host", "pid")
 # Seconds the server holds a run while it checks and moves it.
 UPGRADE_TTL = 30.0
 
 
 async def list_workers(request: Request) -> Response:
-    """The live workers of this store: versions served, runs held, last heartbeat."""
-    store = server_of(request).store
-    now = await store.runs.clock()
-    return JSONResponse({"workers": [w.as_dict(now) for w in await store.workers.live()]})
+    """The live workers of this store: versions served, runs held, last heartbeat. Each is
+    named by its opaque owner id, as run views name their owner: never its host or pid."""
+    server = server_of(request)
+    now = await server.store.runs.clock()
+    workers = []
+    for worker in await server.store.workers.live():
+        view = worker.as_dict(now)
+        for field in HOST_FIELDS:
+            view.pop(field, None)
+        view["owner"] = server.publish.owner_id(view["owner"])
+        workers.append(view)
+    return JSONResponse({"workers": workers})
 
 
 async def upgrade_run(request: Request) -> Response:

@@ -207,13 +207,19 @@ async def _finished(server: TetherServer, run_id: str) -> bool:
 
 
 def parse_after(last_event_id: str | None, after: str | None) -> int:
-    """The seq a stream resumes after: Last-Event-ID wins (a reconnect), else ?after=."""
+    """The seq a stream resumes after: Last-Event-ID wins (a reconnect), else ?after=.
+    ASCII digits only (or -1), as `?at=`: int() also takes `+5`, `5_0`, ` 5` and other
+    scripts' digits. ValueError for anything else."""
     raw = last_event_id if last_event_id not in (None, "") else after
     if raw in (None, ""):
         return -1
     assert raw is not None
-    value = int(raw)  # ValueError: the route answers 400
-    if value < -1 or value > 2**62:
+    if raw == "-1":
+        return -1
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 19):
+        raise ValueError(raw)  # the route answers 400
+    value = int(raw)
+    if value > 2**62:
         raise ValueError(raw)
     return value
 

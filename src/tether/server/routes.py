@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from starlette.exceptions import HTTPException
@@ -13,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from tether.control.deploys import CannotUpgrade, with_waiting
+from tether.control.deploys import CannotUpgrade
 from tether.engine.runtime import parse_config
 from tether.foundation import metrics
 from tether.foundation.errors import (
@@ -32,6 +33,7 @@ from tether.foundation.errors import (
     RunExists,
     RunHeldElsewhere,
     RunNotResumable,
+    RunNotRetryable,
     ScheduleExists,
     StoreError,
     StoreUnavailable,
@@ -43,15 +45,21 @@ from tether.foundation.errors import (
     UnknownSeq,
 )
 from tether.foundation.ids import new_run_id
-from tether.model.run_view import rate_wait_ms, run_view, with_row
 from tether.server.blob_route import get_blob
-from tether.server.console import console_page, favicon, run_children, run_page
+from tether.server.console import (
+    console_page,
+    favicon,
+    run_children,
+    run_page,
+    run_page_view,
+)
 from tether.server.deploy_route import list_workers, upgrade_run
+from tether.server.detail import run_detail
 from tether.server.events import parse_after, record_stream
 from tether.server.fork_route import fork_run
 from tether.server.limit_route import delete_limit, list_limits, put_limit
 from tether.server.limits import BodyTooLarge, TooMany
-from tether.server.listing import list_runs, row_view, run_url, urls
+from tether.server.listing import list_runs, run_url, urls
 from tether.server.openapi import openapi
 from tether.server.request import run_id_of, server_of
 from tether.server.schedule_route import add_schedule, list_schedules, remove_schedule
@@ -60,7 +68,6 @@ from tether.server.tlog_route import export_tlog, import_tlog
 from tether.store.base import Status
 
 if TYPE_CHECKING:
-    from tether.model.graph import Graph
     from tether.server.app import TetherServer
 
 MAX_KEY = 200
@@ -134,48 +141,11 @@ async def start_run(request: Request) -> Response:
     )
 
 
-def counts(graph: Graph) -> dict[str, int]:
-    failed = sum(1 for s in graph.nodes.values() if s.failed is not None and s.completed is None)
-    return {
-        "nodes": len(graph.nodes),
-        "completed": graph.completed_count,
-        "failed": failed,
-        "ready": len(graph.ready),
-        "pending": graph.pending,
-    }
-
-
 async def get_run(request: Request) -> Response:
     server = server_of(request)
-    run_id = run_id_of(request)
-    info = await server.store.runs.get(run_id)
-    if info is None:
-        raise UnknownRun(run_id)
-    [info] = await with_waiting(server.store, [info])
-    at = request.query_params.get("at")
-    if at is not None and not (at.isascii() and at.isdigit() and len(at) <= 18):
-        raise BadRequest(400, "bad_at", "?at= must be a seq (an integer >= 0)")
-    graph = await server.runtime.load(run_id, at_seq=None if at is None else int(at))
-    view = run_view(graph, outputs=request.query_params.get("outputs") in ("1", "true"))
-    view["at_seq"] = None if at is None else int(at)
-    publish = server.publish
-    first = graph.started
-    now = await server.store.runs.clock()
-    with_row(view, info if at is None else None, now)  # as of a seq: the log's words
-    view.update(
-        counts=counts(graph),
-        timings={
-            "created_at": info.created_at,
-            "updated_at": info.updated_at,
-            "last_record_at_us": graph.last_at_us,
-            "wall_ms": graph.wall_ms(),
-            "rate_wait_ms": rate_wait_ms(graph),
-        },
-        row=publish.view(row_view(info, now), run_id),
-        urls=urls(run_id),
-    )
-    view["parent_run_id"] = (first.parent_run_id or None) if first else None
-    return JSONResponse(publish.view(view, run_id))
+    outputs = request.query_params.get("outputs") in ("1", "true")
+    view = await run_detail(server, run_id_of(request), request.query_params.get("at"), outputs)
+    return JSONResponse(view)
 
 
 async def run_events(request: Request) -> Response:
@@ -244,6 +214,14 @@ async def resume_run(request: Request) -> Response:
     status = await server.launcher.resume(
         run_id, budget=body.budget.change() if body.budget else None
     )
+    return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)}, 202)
+
+
+async def retry_run(request: Request) -> Response:
+    """Reopen a failed run and queue it (`tether.control.actions.retry`)."""
+    server = server_of(request)
+    run_id = run_id_of(request)
+    status = await server.launcher.retry(run_id)
     return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)}, 202)
 
 
@@ -338,6 +316,23 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         owner = server_of(request).publish.owner_id(exc.owner) or ""
         details = {"owner": owner, "lease_left_s": exc.lease_left}
         return error(409, "run_busy", str(exc).replace(exc.owner, owner), details)
+    if isinstance(exc, StoreUnavailable):
+        # Its message names the database (host, port, user): the log gets it, under an id
+        # the caller is given to quote.
+        request_id = uuid.uuid4().hex[:16]
+        log.warning(
+            "%s %s: store unavailable (request %s): %s",
+            request.method,
+            request.url.path,
+            request_id,
+            exc,
+        )
+        response = error(
+            503, "store_unavailable", f"store unavailable (request {request_id})", None
+        )
+        response.headers["Retry-After"] = "1"
+        response.headers["X-Request-Id"] = request_id
+        return response
     if isinstance(exc, RunHeldElsewhere):
         response = error(503, "run_held", str(exc))
         response.headers["Retry-After"] = "1"
@@ -346,6 +341,7 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         UnknownRun: (404, "unknown_run"),
         RunExists: (409, "run_exists"),
         RunNotResumable: (409, "run_finished"),
+        RunNotRetryable: (409, "run_not_failed"),
         RunBusy: (409, "run_busy"),
         BudgetSpent: (409, "budget_spent"),
         BadInput: (422, "bad_input"),
@@ -362,7 +358,6 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         UnknownLimit: (404, "unknown_limit"),
         ScheduleExists: (409, "schedule_exists"),
         UnknownSchedule: (404, "unknown_schedule"),
-        StoreUnavailable: (503, "store_unavailable"),
         CorruptRecord: (500, "corrupt_record"),
     }.get(type(exc), (500, "internal"))
     if status == 500:
@@ -394,6 +389,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/resume", resume_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/retry", retry_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/fork", fork_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/export", export_tlog, methods=["GET"]),
         Route("/v1/runs/{run_id}/upgrade", upgrade_run, methods=["POST"]),
@@ -413,5 +409,6 @@ def routes() -> list[BaseRoute]:
         # What the page reads, under the page's path so its session cookie reaches it.
         Route("/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/runs/{run_id}/children", run_children, methods=["GET"]),
+        Route("/runs/{run_id}/view", run_page_view, methods=["GET"]),
         Route("/runs/{run_id}/blobs/{sha256}", get_blob, methods=["GET"]),
     ]

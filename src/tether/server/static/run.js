@@ -13,8 +13,7 @@ const W = 168, H = 48, GAP_X = 18, GAP_Y = 36, PAD = 12;
 function runState() {
   return {
     lastSeq: -1, seqs: [], nodes: new Map(), order: [], status: "connecting", agent: "",
-    limits: null, used: { nodes: 0, tokens: 0, cost: 0 }, firstAt: 0, lastAt: 0,
-    finished: false, input: undefined, result: undefined, reason: "", parent: "",
+    limits: null, finished: false, input: undefined, result: undefined, reason: "", parent: "",
     forkedFrom: null, waiting: [],
     waits: new Map(),  // key -> {key, nodeId, data, deadline, sleep, done, answer}
   };
@@ -24,6 +23,7 @@ const state = Object.assign(runState(), {
   retryMs: 1000, tokens: new Map(), connects: 0, stopped: "", live: 0, children: new Map(),
   selected: "", childrenAt: 0,
   records: [],  // every record applied, in seq order: what the history slider replays
+  view: null,  // the run's view as the API gives it: its status word, budget and wall time
 });
 window.tetherState = state;  // read by the browser test; handy in the console too
 
@@ -52,8 +52,6 @@ function applyRecord(r, st) {
   if (r.seq <= st.lastSeq) return false;
   st.lastSeq = r.seq;
   st.seqs.push(r.seq);
-  st.firstAt = st.firstAt || r.at_us;
-  st.lastAt = r.at_us;
   if (r.status && !r.node_id) st.status = r.status;
   switch (r.body) {
     case "run_started":
@@ -68,9 +66,6 @@ function applyRecord(r, st) {
                          tokens: r.used.tokens_in + r.used.tokens_out, used: r.used,
                          startedUs: r.started_at_us, finishedUs: r.finished_at_us,
                          output: r.output, blobs: r.blobs, error: undefined });
-      st.used.nodes += 1;
-      st.used.tokens += n.tokens;
-      st.used.cost += r.used.cost;
       spawn(st, r.spawned);
       if (r.event && st.waits.has(r.event.key)) {
         const w = st.waits.get(r.event.key);
@@ -86,11 +81,9 @@ function applyRecord(r, st) {
       break;
     }
     case "step_recorded": {
-      // A journaled step of a running node: listed under the node, its usage counted.
+      // A journaled step of a running node: listed under the node.
       const n = node(st, r.node_id);
       n.steps = (n.steps || []).concat([r.step.name]);
-      st.used.tokens += r.used.tokens_in + r.used.tokens_out;
-      st.used.cost += r.used.cost;
       break;
     }
     case "run_waiting":
@@ -245,14 +238,73 @@ function bar(label, used, limit, fmt) {
   return [name, outer, value];
 }
 
-function drawBudget(v) {
-  const lim = v.limits || {}, u = v.used, int = (x) => String(Math.round(x));
-  const wallS = v.firstAt ? (v.lastAt - v.firstAt) / 1e6 : 0;
-  document.getElementById("budget").replaceChildren(
+// The budget bars draw the API's numbers (GET /v1/runs/{id}, read as the page's /view),
+// which are `tether show`'s: the wall time is the time the run spent running, not its age
+// (waits, pauses and a fork's source after the fork point do not count). `view` is the
+// run's as it is, or as it was at the history slider's seq; until it comes the bars wait.
+function drawBudget(view) {
+  const box = document.getElementById("budget");
+  box.setAttribute("aria-busy", String(!view));
+  if (!view) return;
+  const lim = view.budget.limits, u = view.budget.used, int = (x) => String(Math.round(x));
+  box.dataset.records = String(view.records);  // the seq count the numbers are for
+  box.dataset.wallMs = String(u.wall_ms);
+  box.replaceChildren(
     ...bar("nodes", u.nodes, lim.max_nodes, int),
-    ...bar("tokens", u.tokens, lim.max_tokens, int),
+    ...bar("tokens", u.tokens_in + u.tokens_out, lim.max_tokens, int),
     ...bar("cost", u.cost, lim.max_cost, Tether.cost),
-    ...bar("wall", wallS, (lim.max_wall_ms || 0) / 1000, (x) => x.toFixed(1) + " s"));
+    ...bar("wall", u.wall_ms / 1000, lim.max_wall_ms / 1000, (x) => x.toFixed(1) + " s"));
+}
+
+// -- the API's view of the run --------------------------------------------------------
+
+const views = { busy: false, again: false, lastAt: 0, timer: 0, past: new Map(), pastBusy: false };
+const VIEW_EVERY_MS = 1000, PAST_VIEWS = 200;
+
+async function getView(query) {
+  const r = await fetch(`${PAGE_BASE}/view${query}`, { credentials: "same-origin" });
+  return r.ok ? r.json() : null;
+}
+
+// The run as it is: asked again after records arrive, at most once a second, and always
+// once after the last record the page drew, so the numbers end on the run's last ones.
+async function wantView() {
+  if (views.busy) { views.again = true; return; }
+  const wait = views.lastAt + VIEW_EVERY_MS - Date.now();
+  if (wait > 0) {
+    if (!views.timer) views.timer = setTimeout(() => { views.timer = 0; wantView(); }, wait);
+    return;
+  }
+  views.busy = true;
+  views.lastAt = Date.now();
+  try {
+    const v = await getView("");
+    if (v) { state.view = v; draw(); }
+  } catch (e) {
+    // the stream's own reconnect tells the reader the server is away; asked again then
+  } finally {
+    views.busy = false;
+    if (views.again) { views.again = false; wantView(); }
+  }
+}
+
+// The run as it was at `seq` (the history slider's): asked once and kept (a refusal too,
+// as null: the bars then wait, and the page does not ask again); the latest seq wins.
+function pastView(seq) {
+  if (views.past.has(seq)) return views.past.get(seq);
+  views.wanted = seq;
+  if (!views.pastBusy) {
+    views.pastBusy = true;
+    getView(`?at=${seq}`).catch(() => null).then((v) => {
+      if (views.past.size >= PAST_VIEWS) views.past.delete(views.past.keys().next().value);
+      views.past.set(seq, v);
+    }).finally(() => {
+      views.pastBusy = false;
+      if (views.wanted !== seq && !views.past.has(views.wanted)) pastView(views.wanted);
+      draw();
+    });
+  }
+  return null;
 }
 
 // Answers go to the JSON API with the API token in a header (typed here, or the tab's
@@ -419,9 +471,12 @@ function draw() {
   requestAnimationFrame(() => {
     pending = false;
     document.getElementById("run-id").textContent = RUN_ID;
+    // The API's word for where the run stands, as `tether runs` and `tether show` say it
+    // (the records alone cannot tell a queued run or an orphaned one from a running one).
+    const word = state.view ? state.view.state : "connecting";
     const status = document.getElementById("status");
-    status.textContent = state.status;
-    status.className = "badge " + state.status;
+    status.textContent = word;
+    status.className = "badge " + word;
     document.getElementById("agent").textContent = state.agent;
     document.getElementById("records").textContent = `${state.seqs.length} records`;
     document.getElementById("reason").textContent = state.stopped || state.reason || "";
@@ -429,7 +484,7 @@ function draw() {
     drawIo(v);
     drawWaits();
     drawHistory();
-    drawBudget(v);
+    drawBudget(v === state ? state.view : pastView(past.at));
     drawGraph(v);
     drawPanel(v);
     drawChildren();
@@ -605,7 +660,7 @@ function connect() {
     const r = JSON.parse(m.data);
     // A durable record always comes with its seq as the SSE id; anything else is not one.
     if (m.lastEventId === "" || Number(m.lastEventId) !== r.seq) return;
-    if (applyRecord(r, state)) state.records.push(r);
+    if (applyRecord(r, state)) { state.records.push(r); wantView(); }
     draw();
   });
   es.addEventListener("live", (m) => {
@@ -614,7 +669,9 @@ function connect() {
     applyLive(e.type, e);
     draw();
   });
-  es.addEventListener("end", () => { es.close(); state.finished = true; setLink("done"); draw(); });
+  es.addEventListener("end", () => {
+    es.close(); state.finished = true; setLink("done"); wantView(); draw();
+  });
   // The server ends every stream after its time limit; pick up where we are.
   es.addEventListener("reconnect", () => again(0));
   es.onerror = async () => {
@@ -625,7 +682,7 @@ function connect() {
     }
     es.close();
     const status = await whyClosed(url);
-    if (status === 204) { state.finished = true; setLink("done"); draw(); }
+    if (status === 204) { state.finished = true; setLink("done"); wantView(); draw(); }
     else if (status === 404) stop("unknown", `no such run: ${RUN_ID} is not on this server`);
     else if (status === 401) stop("expired", "this page's session expired: open the run's link again");
     else again(state.retryMs);
@@ -633,4 +690,5 @@ function connect() {
 }
 
 draw();
+wantView();
 connect();

@@ -103,16 +103,17 @@ function row(run, depth) {
   badge.textContent = shown;
   status.append(badge);
   const now = Date.now() / 1000;
-  const finished = ["succeeded", "failed", "cancelled"].includes(run.status);
-  const end = finished || ["paused", "waiting"].includes(run.status) ? run.updated_at : now;
   const started = new Date(run.created_at * 1000);
   const when = cell(Tether.seconds(Math.max(0, now - run.created_at)) + " ago");
   when.title = started.toISOString();
-  const u = run.usage || {};
+  // What the run used, as the API read it off its log (`tether show`'s numbers): its wall
+  // time is the time it spent running. A row past the API's usage reads has none: "–".
+  const u = run.usage;
+  const used = (f) => (u ? f(u) : "\u2013");
   tr.append(name, status, cell(run.agent), when,
-    cell(Tether.seconds(Math.max(0, end - run.created_at)), "num"),
-    cell(Tether.int(u.nodes), "num"), cell(Tether.int(u.tokens), "num"),
-    cell(Tether.cost(u.cost), "num"));
+    cell(used((x) => Tether.seconds(x.wall_ms / 1000)), "num"),
+    cell(used((x) => Tether.int(x.nodes)), "num"), cell(used((x) => Tether.int(x.tokens)), "num"),
+    cell(used((x) => Tether.cost(x.cost)), "num"));
   return tr;
 }
 
