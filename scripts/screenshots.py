@@ -1,8 +1,9 @@
 """Regenerate the console screenshots in docs/images/ (the docs and the README show them).
 
 Starts `tether serve` on a throwaway SQLite store with the demo agent (its scripted model,
-no network), runs a few demo runs (one paused by its budget), and photographs the console
-in headless Chromium (Debian's chromium and chromium-driver, as the browser tests use):
+no network), runs a few demo runs (one paused by its budget, one that waits for a person's
+approval, and a fork of that one), and photographs the console in headless Chromium
+(Debian's chromium and chromium-driver, as the browser tests use):
 
     python scripts/screenshots.py
 """
@@ -60,6 +61,48 @@ def start(url: str, input: object, budget: dict[str, int] | None = None) -> str:
     return str(api(f"{url}/v1/runs", "POST", body)["run_id"])
 
 
+def approval_run(home: Path, url: str) -> tuple[str, str]:
+    """`tether demo --approve` (not at a terminal: the run parks at its approval), answered
+    after a while through the API, then forked before its calc node ran; both run to the
+    end on the server. The ids of the run and its fork."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    out = subprocess.run(
+        [sys.executable, "-m", "tether", "--db", f"sqlite:///{home / 'tether.db'}",
+         "--blobs", str(home / "blobs"), "demo", "--approve", "--quiet", "--budget", "wall=60"],
+        cwd=home, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=WAIT_S, check=True,
+    ).stdout  # fmt: skip
+    run_id = next(line.split()[2] for line in out.splitlines() if line.startswith("run id: "))
+    time.sleep(8)  # a person reading what the run asks: time the run spends waiting
+    view = api(f"{url}/v1/runs/{run_id}")
+    key = view["waits"][0]["key"]  # type: ignore[index]
+    api(f"{url}/v1/runs/{run_id}/signals/{key}", "POST", {"approve": True})
+    wait_for(lambda: api(f"{url}/v1/runs/{run_id}")["status"] == "succeeded", run_id)
+    nodes = api(f"{url}/v1/runs/{run_id}")["nodes"]
+    calc = next(n["node_id"] for n in nodes if n["kind"] == "tool:calc")  # type: ignore[attr-defined]
+    time.sleep(5)  # the fork comes later: its source's age is not its wall time
+    fork_id = str(api(f"{url}/v1/runs/{run_id}/fork", "POST", {"before_node": calc})["run_id"])
+    wait_for(lambda: api(f"{url}/v1/runs/{fork_id}")["status"] == "succeeded", fork_id)
+    return run_id, fork_id
+
+
+def photograph_run(driver: WebDriver, url: str, run_id: str, name: str) -> None:
+    """A finished run's page, down to its budget bars, once they show the API's numbers."""
+    driver.get(f"{url}/runs/{run_id}")
+    records = api(f"{url}/v1/runs/{run_id}")["records"]
+    wait_for(
+        lambda: driver.execute_script(
+            "const box = document.getElementById('budget');"  # null while signing in
+            "return !!box && box.dataset.records === arguments[0]",
+            str(records),
+        ),
+        f"the budget of {run_id}",
+    )
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.save_screenshot(str(IMAGES / f"console-{name}.png"))
+
+
 def wait_for(check: object, what: str) -> None:
     deadline = time.monotonic() + WAIT_S
     while not check():  # type: ignore[operator]
@@ -90,6 +133,7 @@ def main() -> None:
                     lambda r=run_id: api(f"{url}/v1/runs/{r}")["status"] == "succeeded", run_id
                 )
             wait_for(lambda: api(f"{url}/v1/runs/{paused}")["status"] == "paused", paused)
+            approved, fork = approval_run(Path(tmp), url)
             driver = browser()
             try:
                 driver.get(url + "/")
@@ -137,12 +181,14 @@ def main() -> None:
                 )
                 driver.find_element(By.ID, "resume").click()
                 driver.save_screenshot(str(IMAGES / "console-paused.png"))
+                photograph_run(driver, url, approved, "approval")
+                photograph_run(driver, url, fork, "fork")
             finally:
                 driver.quit()
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-    for name in ("runs", "run", "history", "paused"):
+    for name in ("runs", "run", "history", "paused", "approval", "fork"):
         print(IMAGES / f"console-{name}.png")
 
 

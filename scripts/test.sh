@@ -48,8 +48,8 @@ if [ ! -f "$AXE" ]; then
 fi
 
 # The TypeScript client (clients/typescript): its dev dependencies (TypeScript,
-# openapi-typescript, esbuild) from npm as its lockfile pins them, again only when the
-# lockfile changes (rm -r clients/typescript/node_modules to redo).
+# openapi-typescript, esbuild, React for its hook's test) from npm as its lockfile pins
+# them, again only when the lockfile changes (rm -r clients/typescript/node_modules to redo).
 TS_CLIENT=clients/typescript
 TS_WANT="$(sha256sum "$TS_CLIENT/package-lock.json" | cut -d' ' -f1)"
 if [ ! -f "$TS_CLIENT/node_modules/.tether-lock" ] ||
@@ -93,7 +93,8 @@ NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --quiet --site-dir build/
 # machines) each would compile tether from source (~0.2 s). Compile it once, here.
 python3 -m compileall -q src >/dev/null
 # The TypeScript client: its generated types match the server's OpenAPI document, it
-# type-checks, and its tests pass against real `tether serve` processes (SQLite, PostgreSQL).
+# type-checks, and its tests pass against real `tether serve` processes (SQLite, PostgreSQL;
+# Chromium for the browser and React tests).
 (cd "$TS_CLIENT" && node scripts/check-generated.mjs && node_modules/.bin/tsc -p tsconfig.json &&
-  node --test --test-reporter=spec test/*.test.mjs)
+  node --test --test-concurrency=2 --test-reporter=spec test/*.test.mjs)
 python3 -m pytest -q "$@"

@@ -1,13 +1,17 @@
-"""`open_blob_store` picks the backend and its settings from a url and the environment."""
+"""`open_blob_store` picks the backend and its settings from a url, the `tether` command's
+settings (`$TETHER_S3_ENDPOINT`) and obstore's `AWS_*` variables."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from tether.blobs import BlobError, LocalBlobStore, open_blob_store
 from tether.blobs.s3 import S3BlobStore
+from tether.control.settings import Settings
+from tether.control.wiring import open_blobs
 
 
 @pytest.mark.parametrize("form", ["path", "file url", "file url localhost"])
@@ -56,7 +60,9 @@ async def test_s3_from_environment(
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    async with open_blob_store(f"s3://{s3_bucket}") as store:
+    # TETHER_S3_ENDPOINT is the command's setting, handed down; obstore reads AWS_*.
+    settings = Settings.from_env({**os.environ, "TETHER_BLOB_URL": f"s3://{s3_bucket}"})
+    async with open_blobs(settings) as store:
         assert store.root_url == f"s3://{s3_bucket}"
         ref = await store.put(b"from env")
         assert await store.exists(ref)
@@ -77,14 +83,11 @@ def test_bad_store_urls(url: str, message: str) -> None:
         open_blob_store(url)
 
 
-def test_default_blob_url_is_the_env_else_beside_the_sqlite_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tether.blobs.factory import default_blob_url
-
-    monkeypatch.delenv("TETHER_BLOB_URL", raising=False)
-    monkeypatch.setenv("TETHER_DATA_DIR", str(tmp_path / "data"))
-    assert default_blob_url(f"sqlite:///{tmp_path}/x/run.db") == str(tmp_path / "x" / "blobs")
-    assert default_blob_url("postgresql://db/tether") == str(tmp_path / "data" / "blobs")
-    monkeypatch.setenv("TETHER_BLOB_URL", "s3://bucket/prefix")
-    assert default_blob_url(f"sqlite:///{tmp_path}/x/run.db") == "s3://bucket/prefix"
+def test_default_blob_url_is_the_env_else_beside_the_sqlite_file(tmp_path: Path) -> None:
+    data = {"TETHER_DATA_DIR": str(tmp_path / "data")}
+    sqlite = {**data, "TETHER_DATABASE_URL": f"sqlite:///{tmp_path}/x/run.db"}
+    assert Settings.from_env(sqlite).blob_url() == str(tmp_path / "x" / "blobs")
+    postgres = {**data, "TETHER_DATABASE_URL": "postgresql://db/tether"}
+    assert Settings.from_env(postgres).blob_url() == str(tmp_path / "data" / "blobs")
+    given = {**sqlite, "TETHER_BLOB_URL": "s3://bucket/prefix"}
+    assert Settings.from_env(given).blob_url() == "s3://bucket/prefix"

@@ -60,11 +60,14 @@ async def test_a_log_line_inside_a_node_names_its_run_node_owner_and_epoch(
     assert "run_id" not in after and "node_id" not in after
 
 
-def test_a_bad_log_format_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_LOG_FORMAT", "xml")
+def test_a_bad_log_format_is_named() -> None:
+    from tether.control.settings import Settings
+
+    chosen = Settings.from_env({"TETHER_LOG_FORMAT": "xml"}).log_format
     with pytest.raises(TetherError, match="log format 'xml' is not one of text, json"):
-        logs.log_format(None)
+        logs.log_format(chosen)
     assert logs.log_format("json") == "json"
+    assert logs.log_format(None) == "text"
 
 
 def test_worker_json_logs(tmp_path: Path) -> None:

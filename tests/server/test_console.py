@@ -339,6 +339,65 @@ def axe_violations(driver: WebDriver) -> list[dict[str, Any]]:
     return violations
 
 
+# Each shown button's look: its text's contrast against what is behind it (the first fill
+# of its own or of an ancestor), by axe-core's color functions, whether it has a fill of
+# its own, and its border's style.
+BUTTON_LOOKS = """
+const c = axe.commons.color;
+const color = (text) => new c.Color().parseString(text);
+const clear = (text) => ["transparent", "rgba(0, 0, 0, 0)"].includes(text);
+const behind = (e) => {
+  for (; e; e = e.parentElement) {
+    const bg = getComputedStyle(e).backgroundColor;
+    if (!clear(bg)) return color(bg);
+  }
+  return color("rgb(255, 255, 255)");
+};
+return [...document.querySelectorAll("button")].filter((b) => b.offsetParent !== null)
+  .map((b) => {
+    const style = getComputedStyle(b);
+    return {button: b.id || b.textContent, disabled: b.disabled,
+            contrast: c.getContrast(behind(b), color(style.color)),
+            filled: !clear(style.backgroundColor), border: style.borderTopStyle};
+  });
+"""
+
+
+def button_looks(driver: WebDriver) -> list[dict[str, Any]]:
+    """How the page's buttons look, enabled and disabled (axe-core loaded already)."""
+    looks: list[dict[str, Any]] = driver.execute_script(BUTTON_LOOKS)
+    return looks
+
+
+def disabled_buttons_look_off(driver: WebDriver) -> list[str]:
+    """What is wrong with how the page's disabled buttons look, if anything: each must be
+    legible (axe's AA contrast, 4.5:1) and plainly not a button to press, not by its text's
+    color alone: no fill, a dashed border, and less contrast than every enabled one."""
+    looks = button_looks(driver)
+    enabled = [b for b in looks if not b["disabled"]]
+    disabled = [b for b in looks if b["disabled"]]
+    assert enabled and disabled, looks  # the page shows both kinds
+    wrong = [f"{b['button']}: {b}" for b in enabled if b["contrast"] < 4.5 or not b["filled"]]
+    least = min(b["contrast"] for b in enabled)
+    for b in disabled:
+        if b["contrast"] < 4.5 or b["filled"] or b["border"] != "dashed" or b["contrast"] >= least:
+            wrong.append(f"{b['button']} (disabled): {b}")
+    return wrong
+
+
+def labels_apart(driver: WebDriver) -> list[str]:
+    """The resume form's labels whose text and field are not on one line."""
+    apart: list[str] = driver.execute_script(
+        "return [...document.querySelectorAll('#resume-form label')].filter(l => {"
+        " const r = document.createRange(); r.selectNodeContents(l.firstChild);"
+        " const t = r.getBoundingClientRect();"
+        " const i = l.querySelector('input').getBoundingClientRect();"
+        " return t.bottom <= i.top || i.bottom <= t.top;"
+        "}).map(l => l.firstChild.textContent.trim());"
+    )
+    return apart
+
+
 async def test_the_console_passes_an_automated_accessibility_check(
     server: ServerProcess, browser: WebDriver, tmp_path: Path
 ) -> None:
@@ -361,6 +420,7 @@ async def test_the_console_passes_an_automated_accessibility_check(
     on_node(browser, "draw", lambda node: node.click())
     await until(lambda: browser.find_elements(By.CSS_SELECTOR, "#panel img"))
     found["run page with a node open"] = axe_violations(browser)
+    looks_off = {"finished run": disabled_buttons_look_off(browser)}
     browser.find_element(By.ID, "at").send_keys(Keys.HOME, Keys.ARROW_RIGHT)
     await until(lambda: browser.execute_script("return document.body.classList.contains('past')"))
     found["run page, history slider moved back"] = axe_violations(browser)
@@ -369,6 +429,8 @@ async def test_the_console_passes_an_automated_accessibility_check(
     await until(lambda: browser.find_element(By.ID, "resume").is_enabled())
     browser.find_element(By.ID, "resume").click()
     found["paused run, resume form open"] = axe_violations(browser)
+    looks_off["paused run"] = disabled_buttons_look_off(browser)
+    assert labels_apart(browser) == []  # "wall s" stayed with its field
     browser.get(f"{server.url}/runs/{waiting}")
     await wait_page(browser, lambda s: s["status"] == "waiting")
     await until(lambda: browser.find_elements(By.CSS_SELECTOR, "#waits .wait button"))
@@ -385,3 +447,4 @@ async def test_the_console_passes_an_automated_accessibility_check(
     await until(lambda: browser.find_elements(By.ID, "signin-token"))
     found["sign-in (run page)"] = axe_violations(browser)
     assert {page: v for page, v in found.items() if v} == {}
+    assert {page: v for page, v in looks_off.items() if v} == {}

@@ -25,3 +25,5 @@ export { SseParser } from "./sse.js";
 export type { SseMessage } from "./sse.js";
 export type * from "./types.js";
 export type { components, paths, operations } from "./openapi.js";
+export { applyEvents, emptyRunState, TURN_TEXT } from "./state.js";
+export type { BudgetState, NodeState, PendingWait, RunState } from "./state.js";

@@ -1,6 +1,6 @@
 // The guide's examples as written (docs/guides/streaming-to-a-web-page.md): the plain
-// fetch one follows a run through a proxy that cuts every stream, and the client one
-// type-checks against the package's declarations.
+// fetch one follows a run through a proxy that cuts every stream, and the client and React
+// ones type-check against the package's declarations.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -52,18 +52,19 @@ test("the guide's plain fetch example follows a run through a proxy that cuts ev
   }
 });
 
-test("the guide's client example type-checks", () => {
+test("the guide's client and React examples type-check", () => {
   const dir = mkdtempSync(join(PACKAGE, "test/.guide-"));
   try {
     writeFileSync(join(dir, "example.ts"), "declare const token: string;\n" + block("ts") + "\nexport {};\n");
+    writeFileSync(join(dir, "page.tsx"), block("tsx") + "\nexport {};\n");
     writeFileSync(
       join(dir, "tsconfig.json"),
       JSON.stringify({
         compilerOptions: {
           target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", lib: ["ES2022", "DOM", "DOM.Iterable"],
-          types: [], strict: true, noEmit: true, skipLibCheck: true,
+          jsx: "react-jsx", types: [], strict: true, noEmit: true, skipLibCheck: true,
         },
-        files: ["example.ts"],
+        files: ["example.ts", "page.tsx"],
       }),
     );
     // "tether-client" resolves to this package itself (its exports), as in an app.

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const TOKEN = "test-token";
+export const TOKEN = "test-token-0123456789"; // tether serve wants 16 characters or more
 export const CHAIN = "tests.server.agents:chain";
 export const ROOT = fileURLToPath(new URL("../../..", import.meta.url));
 const PYTHON = process.env.PYTHON ?? "python3";
@@ -121,19 +121,22 @@ export function startWorker(b, args = []) {
 }
 
 /**
- * A TCP proxy on 127.0.0.1 in front of `target` that cuts every connection once the
+ * A TCP proxy on 127.0.0.1 in front of `target` (or of each of several in turn) that cuts every connection once the
  * server has sent it `records` SSE records, or `ms` after it opened, whichever comes first
  * (a gateway with a short timeout, a replica going away). It cuts with a reset, mid-way
  * through whatever it was sending.
  */
 export async function cuttingProxy(target, { records = 2, ms = 1000 } = {}) {
-  const { hostname, port } = new URL(target);
-  const stats = { connections: 0, cuts: 0, records: 0 };
+  // Several targets: each connection goes to the next (a load balancer over replicas).
+  const targets = [target].flat().map((t) => new URL(t));
+  const stats = { connections: 0, cuts: 0, records: 0, byTarget: targets.map(() => 0) };
   const sockets = new Set();
   const pattern = "event: record";
   const server = net.createServer((client) => {
+    const which = stats.connections % targets.length;
     stats.connections += 1;
-    const upstream = net.connect(Number(port), hostname);
+    stats.byTarget[which] += 1;
+    const upstream = net.connect(Number(targets[which].port), targets[which].hostname);
     sockets.add(client).add(upstream);
     let seen = 0;
     let tail = "";
@@ -199,4 +202,94 @@ export function exactlyOnceInOrder(assert, records) {
   const nodes = records.filter((r) => r.data.body === "node_completed").map((r) => r.data.node_id);
   assert.equal(nodes.length, new Set(nodes).size, "each node completed once");
   return { records: seqs.length, duplicates, gaps };
+}
+
+export const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
+/**
+ * A site on 127.0.0.1 for a browser test: `files` (path -> [content type, body]) and a
+ * same-origin gateway that forwards /v1/... to tether serve adding the API token (the page
+ * holds none), cutting every event stream after `cutAfter` records. The page POSTs its
+ * findings to /report: `reported` resolves with them.
+ */
+export async function gateway(target, files, { cutAfter = Infinity } = {}) {
+  const http = await import("node:http");
+  let resolveReport;
+  const reported = new Promise((resolve) => (resolveReport = resolve));
+  const stats = { streams: 0, cuts: 0 };
+  const upstream = new URL(target);
+  const server = http.createServer((req, res) => {
+    const file = files[req.url];
+    if (file && req.method === "GET") {
+      res.writeHead(200, { "Content-Type": file[0] }).end(file[1]);
+    } else if (req.url === "/report" && req.method === "POST") {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        res.writeHead(204).end();
+        resolveReport(JSON.parse(body));
+      });
+    } else if (req.url.startsWith("/v1/")) {
+      const headers = { ...req.headers, host: upstream.host, authorization: `Bearer ${TOKEN}` };
+      const options = { host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers };
+      const forward = http.request(options, (up) => {
+        res.writeHead(up.statusCode, up.headers);
+        const stream = /\/events(\?|$)/.test(req.url) && up.statusCode === 200;
+        if (stream) stats.streams += 1;
+        let seen = 0;
+        let cut = false;
+        up.on("data", (chunk) => {
+          if (cut) return;
+          if (stream) seen += chunk.toString("latin1").split("event: record").length - 1;
+          if (!(stream && seen >= cutAfter)) {
+            res.write(chunk);
+            return;
+          }
+          cut = true;
+          stats.cuts += 1;
+          up.destroy();
+          // Once the records are on their way, the browser's fetch sees the stream break.
+          res.write(chunk, () => res.socket?.destroy());
+        });
+        up.on("end", () => res.end());
+        up.on("error", () => res.socket?.destroy());
+      });
+      forward.on("error", () => res.socket?.destroy());
+      req.pipe(forward);
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/`,
+    reported,
+    stats,
+    close: () =>
+      new Promise((resolve) => {
+        server.close(resolve);
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** Headless Chromium on `url` until `until` settles (or it exits: an error); then closed. */
+export async function inChromium(url, until) {
+  const profile = mkdtempSync(join(tmpdir(), "tether-client-chromium-"));
+  // Its own process group: closing it ends its helper processes (renderer, GPU) too.
+  const browser = spawn(CHROMIUM, ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+    "--no-first-run", "--no-default-browser-check", `--user-data-dir=${profile}`, url], { stdio: "ignore", detached: true });
+  const exited = new Promise((resolve) => browser.once("exit", resolve));
+  try {
+    return await Promise.race([until, exited.then((code) => Promise.reject(new Error(`chromium exited ${code}`)))]);
+  } finally {
+    try {
+      process.kill(-browser.pid, "SIGKILL");
+    } catch {
+      // gone already
+    }
+    await exited;
+    // A helper may still be closing a file in the profile: rmSync retries a few times.
+    rmSync(profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 });
+  }
 }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -10,34 +9,29 @@ from tether.blobs.base import BlobStore
 from tether.blobs.errors import BlobError
 from tether.blobs.local import LocalBlobStore
 
-BLOB_URL_ENV = "TETHER_BLOB_URL"
 
-
-def default_blob_url(db_url: str) -> str:
-    """`TETHER_BLOB_URL`, else a `blobs` directory beside the SQLite file (or in the data dir).
+def default_blob_url(db_url: str, data_dir: Path) -> str:
+    """A `blobs` directory beside the SQLite file, else in `data_dir`.
 
     With the default database that is `<data dir>/blobs`. A PostgreSQL database has no
     directory to sit beside, so its local default is the data dir too; production sets
-    an `s3://` url instead, shared by every replica.
+    an `s3://` url instead (`--blobs`, `$TETHER_BLOB_URL`), shared by every replica.
     """
-    if url := os.environ.get(BLOB_URL_ENV):
-        return url
     if db_url.startswith("sqlite:///"):
         return str(Path(db_url.removeprefix("sqlite:///")).parent / "blobs")
-    # Imported here: the store package is not needed to open a blob store by url.
-    from tether.store import data_dir
-
-    return str(data_dir() / "blobs")
+    return str(data_dir / "blobs")
 
 
-def open_blob_store(url: str) -> BlobStore:
+def open_blob_store(url: str, *, endpoint: str | None = None) -> BlobStore:
     """Open the blob store a url names.
 
     - `file:///abs/dir` or a plain path: a local directory (created if missing).
     - `s3://bucket/prefix`: S3-compatible storage. The endpoint comes from the `endpoint`
-      query parameter, else `TETHER_S3_ENDPOINT`, else `AWS_ENDPOINT_URL`; the region
-      from `region`, else `AWS_REGION`; credentials from `AWS_ACCESS_KEY_ID` and
-      `AWS_SECRET_ACCESS_KEY`. Example: `s3://runs/blobs?endpoint=http://127.0.0.1:9000`.
+      query parameter, else the `endpoint` argument (the `tether` command passes
+      `$TETHER_S3_ENDPOINT`), else obstore reads `AWS_ENDPOINT_URL`; the region from
+      `region`, else `AWS_REGION` or `AWS_DEFAULT_REGION`; credentials from
+      `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` (obstore reads the `AWS_*`
+      variables itself). Example: `s3://runs/blobs?endpoint=http://127.0.0.1:9000`.
     """
     parts = urlsplit(url)
     if parts.scheme == "":
@@ -59,16 +53,11 @@ def open_blob_store(url: str) -> BlobStore:
                 f"blob store url {url!r}: unknown parameters {sorted(unknown)}; "
                 "expected endpoint and region"
             )
-        env = os.environ
         return S3BlobStore(
             bucket=parts.netloc,
             prefix=parts.path.strip("/"),
-            endpoint=query.get("endpoint")
-            or env.get("TETHER_S3_ENDPOINT")
-            or env.get("AWS_ENDPOINT_URL"),
-            region=query.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
-            access_key_id=env.get("AWS_ACCESS_KEY_ID"),
-            secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
+            endpoint=query.get("endpoint") or endpoint,
+            region=query.get("region"),
         )
     raise BlobError(
         f"blob store url {url!r}: unsupported scheme {parts.scheme!r}; use file:// or s3://"

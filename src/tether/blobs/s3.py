@@ -71,7 +71,9 @@ class S3BlobStore(BlobStore):
             bucket,
             prefix=self._prefix or None,
             config=config,  # type: ignore[arg-type]
-            client_options={"allow_http": bool(endpoint and endpoint.startswith("http://"))},
+            # Plain http only to an endpoint named so: this one, or obstore's
+            # `AWS_ENDPOINT_URL` when none is given (AWS itself is https).
+            client_options={"allow_http": endpoint is None or endpoint.startswith("http://")},
         )
 
     @property

@@ -33,7 +33,7 @@ from tether.cli import (
 )
 from tether.control.wiring import DEFAULT_CONCURRENCY, DEFAULT_POLL, Settings, open_store
 from tether.engine.ownership import DEFAULT_LEASE_TTL
-from tether.foundation import logs
+from tether.foundation import faults, logs
 from tether.foundation.errors import TetherError
 from tether.store import STATES, Status
 
@@ -272,13 +272,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="take the run over now, even from a live owner (fenced: its next append fails)",
     )
     resume.set_defaults(fn=commands.cmd_resume)
+    retry = sub.add_parser(
+        "retry",
+        help="reopen a failed run: its failed nodes run again (new attempts), then it continues",
+    )
+    retry.add_argument("run_id")
+    retry.add_argument(
+        "--queue",
+        action="store_true",
+        help="record the retry and leave the run queued for a worker instead of executing it here",
+    )
+    retry.add_argument("--stop-after", type=int, help="SIGKILL the process after N recorded nodes")
+    retry.set_defaults(fn=commands.cmd_retry)
     cancel = sub.add_parser("cancel", help="stop a run for good (its owner records it)")
     cancel.add_argument("run_id")
     cancel.add_argument(
         "--wait", type=float, default=30.0, help="seconds to wait for the owner to stop it (30)"
     )
     cancel.set_defaults(fn=commands.cmd_cancel)
-    for p in (demo, resume, cancel):
+    for p in (demo, resume, retry, cancel):
         p.add_argument(
             "--lease-ttl",
             type=float,
@@ -286,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="seconds this process's lease on a run lasts unless renewed "
             f"({DEFAULT_LEASE_TTL:g}); a crashed run is taken over after it",
         )
-    for p in (demo, resume):
+    for p in (demo, resume, retry):
         p.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
         p.add_argument(
             "--model",
@@ -313,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--demo",
         action="store_true",
-        default=os.environ.get("TETHER_DEMO") == "1",
+        default=None,  # None: $TETHER_DEMO (`Settings.demo`)
         help="also serve the demo agent's scripted model server, for demo runs (TETHER_DEMO=1)",
     )
     worker.add_argument(
@@ -433,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument(
         "--demo",
         action="store_true",
-        default=os.environ.get("TETHER_DEMO") == "1",
+        default=None,  # None: $TETHER_DEMO (`Settings.demo`)
         help="also serve the demo agent's scripted model server, for demo runs (TETHER_DEMO=1)",
     )
     srv.add_argument("--host", default="127.0.0.1")
@@ -534,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
         # Settings are read once, here; commands get them as `args.settings`.
         args.settings = settings = Settings.from_args(args)
         args.keys = settings.keys
+        if settings.fault:
+            faults.plan(settings.fault)
         if args.command == "keys" and args.keys_command == "generate":
             return commands.cmd_keys_generate(args)
         if args.command == "db":  # migrating must not go through open(), which migrates

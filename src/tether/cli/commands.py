@@ -23,7 +23,7 @@ from rich.console import Console
 from tether.control import actions as control
 from tether.control.deploys import with_waiting
 from tether.control.metering import metering
-from tether.control.wiring import check_blobs, new_runtime, open_blobs
+from tether.control.wiring import Settings, check_blobs, new_runtime, open_blobs
 from tether.engine.executor import Outcome
 from tether.engine.registry import resolve_agent
 from tether.engine.runtime import Runtime
@@ -38,7 +38,6 @@ from tether.store import (
     RunInfo,
     Status,
     Store,
-    default_url,
     migrate_url,
     state_filter,
 )
@@ -177,8 +176,6 @@ def print_waits(graph: Graph) -> None:
 
 
 async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
-    if args.speed is not None:
-        os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
     from tether.demo.agent import demo_models, require_approval, research
 
     budget = parse_budget(args.budget) if args.budget else None
@@ -199,7 +196,7 @@ async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
             outcome = await rt.resume(outcome.run_id)
         return outcome
 
-    async with demo_models(args.model) as model:
+    async with demo_models(args.model, speed=args.settings.demo_speed) as model:
         console.print(f"[bold]tether demo[/]: a research agent on {model} (log: {store.url})")
         return await _execute(store, args, go)
 
@@ -310,13 +307,11 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
                 if claim is not None:
                     await runtime.give_back(claim, graph)
                 raise
-        if args.speed is not None:
-            os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
         models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
             from tether.demo.agent import demo_models
 
-            models = demo_models(args.model)
+            models = demo_models(args.model, speed=args.settings.demo_speed)
         try:
             async with models:
                 return await _execute_with(
@@ -341,6 +336,30 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
             )
 
 
+async def cmd_retry(store: Store, args: argparse.Namespace) -> int:
+    """Reopen a failed run (`tether.control.actions.retry`): here, or queued for a worker."""
+    async with open_blobs(args.settings) as blobs:
+        runtime = new_runtime(store, args.settings, blobs=blobs)
+        if args.queue:
+            status = await control.retry(runtime, args.run_id, ttl=args.lease_ttl)
+            console.print(
+                f"run {args.run_id}: retry recorded; {status.value} for a worker "
+                "(its failed nodes run again, as new attempts)",
+                highlight=False,
+            )
+            return 0
+        info = await control.owner_of(runtime, args.run_id)
+        models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+        if info.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
+            from tether.demo.agent import demo_models
+
+            models = demo_models(args.model, speed=args.settings.demo_speed)
+        async with models:
+            return await _execute_with(
+                runtime, args, lambda rt: control.retry_here(rt, args.run_id)
+            )
+
+
 async def cmd_cancel(store: Store, args: argparse.Namespace) -> int:
     runtime = new_runtime(store, args.settings)
     status = await control.cancel(runtime, args.run_id, ttl=args.lease_ttl)
@@ -350,7 +369,9 @@ async def cmd_cancel(store: Store, args: argparse.Namespace) -> int:
     return 0 if status is Status.CANCELLED else 1
 
 
-def demo_model_server(enabled: bool) -> contextlib.AbstractAsyncContextManager[Any]:
+def demo_model_server(
+    settings: Settings, enabled: bool
+) -> contextlib.AbstractAsyncContextManager[Any]:
     """Serve the demo's scripted model for demo runs, only when asked (`--demo`).
 
     A production worker or server never starts it. `TETHER_DEMO_MODEL=openai:gpt-4.1`
@@ -362,12 +383,17 @@ def demo_model_server(enabled: bool) -> contextlib.AbstractAsyncContextManager[A
         from tether.demo.agent import demo_models
     except ImportError:  # the demo extra is not installed: this worker runs no demo
         return contextlib.nullcontext()
-    return demo_models(os.environ.get("TETHER_DEMO_MODEL"))
+    return demo_models(settings.demo_model, speed=settings.demo_speed)
+
+
+def _trace(settings: Settings) -> None:
+    """Traces, when an exporter is configured (`OTEL_TRACES_EXPORTER`)."""
+    tracing.enable_exporter(settings.traces_exporter, disabled=settings.traces_disabled)
 
 
 async def cmd_worker(store: Store, args: argparse.Namespace) -> int:
-    logs.configure(args.log_format)
-    tracing.enable_from_env()
+    logs.configure(args.settings.log_format)
+    _trace(args.settings)
     # The blob store opens now: a misconfigured one is reported at start-up, not at the
     # first run that offloads (a run queued by `tether serve` with a large input).
     async with open_blobs(args.settings) as blobs:
@@ -405,7 +431,7 @@ async def _work(store: Store, args: argparse.Namespace, runtime: Runtime) -> int
         server = metrics.enable().serve(args.metrics_host, args.metrics_port)
         where = f"http://{args.metrics_host}:{server.server_port}/metrics"
         print(f"worker {runtime.owner} metrics on {where}", flush=True)
-    async with demo_model_server(args.demo) as demo, metering(runtime):
+    async with demo_model_server(args.settings, args.settings.demo) as demo, metering(runtime):
         uses = f" (demo runs use the {demo})" if demo is not None else ""
         print(f"worker {runtime.owner} ready on {store.url.split('@')[-1]}{uses}", flush=True)
         await worker.run()
@@ -553,6 +579,13 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     console.print(graph_tree(graph, f"run {graph.run_id} [{graph.agent}] {state}"))
     if graph.agent_version:
         console.print(f"agent {graph.agent} version {graph.agent_version}")
+    for n, retry in enumerate(graph.retries, 1):
+        nodes = ", ".join(nid[:8] for nid in retry.node_ids) or "none"
+        console.print(
+            f"retry {n} at seq {retry.seq}: it had failed ({retry.error}); ran again: {nodes}",
+            highlight=False,
+            markup=False,
+        )
     console.print(budget_line(graph))
     if graph.reason:
         console.print(f"reason: {graph.reason}")
@@ -606,20 +639,18 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
     from tether.server.auth import check_token
     from tether.server.serve import serve
 
-    if args.speed is not None:
-        os.environ["TETHER_DEMO_SPEED"] = str(args.speed)
-    token = args.token or os.environ.get("TETHER_API_TOKEN")
+    token = args.settings.api_token
     generated = not token
     token = token or secrets.token_urlsafe(24)
     check_token(token)  # before anything starts: a short token is refused, not served
-    if logs.log_format(args.log_format) == "json":
+    if logs.log_format(args.settings.log_format) == "json":
         logs.configure("json", logging.getLevelName(args.log_level.upper()))
     agents = args.agent or ["demo"]
     with contextlib.suppress(ImportError):  # /metrics answers 404 without the extra
         from tether.foundation import metrics
 
         metrics.enable()
-    tracing.enable_from_env()
+    _trace(args.settings)
     for name in agents:  # import them now: a bad name fails here, and adopted runs find theirs
         resolve_agent(name)
     async with open_blobs(args.settings) as blobs:
@@ -664,7 +695,7 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
                 print(f"API token: {token} (set TETHER_API_TOKEN or --token)", flush=True)
 
         # The embedded worker may be handed demo runs: with --demo it serves their model.
-        models = demo_model_server(args.demo and mode == "embedded")
+        models = demo_model_server(args.settings, args.settings.demo and mode == "embedded")
         async with models:
             await serve(
                 server,
@@ -719,9 +750,9 @@ async def cmd_keys_rotate(store: Store, args: argparse.Namespace) -> int:
 
 async def cmd_migrate(args: argparse.Namespace) -> int:
     try:
-        applied = await migrate_url(args.db, partitions=args.partitions)
+        applied = await migrate_url(args.settings.db, partitions=args.partitions)
     except ValueError as exc:  # --partitions out of range, or not a PostgreSQL store
         return fail(str(exc))
-    where = (args.db or default_url()).split("@")[-1]
+    where = args.settings.db.split("@")[-1]
     console.print(f"{where}: " + (f"applied {', '.join(applied)}" if applied else "up to date"))
     return 0

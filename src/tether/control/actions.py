@@ -1,4 +1,4 @@
-"""Start, resume, requeue and cancel runs on behalf of every entry point.
+"""Start, resume, requeue, retry and cancel runs on behalf of every entry point.
 
 The CLI, the HTTP server and in-process callers go through here, so who may execute a run
 is decided once: a run is executed only under a lease (`Runtime.start` and
@@ -16,7 +16,14 @@ from collections.abc import Callable
 from tether.engine.executor import Outcome
 from tether.engine.runtime import Runtime
 from tether.foundation.core import Budget
-from tether.foundation.errors import BudgetSpent, RunBusy, RunNotResumable, UnknownRun
+from tether.foundation.errors import (
+    BudgetSpent,
+    CannotContinue,
+    RunBusy,
+    RunNotResumable,
+    RunNotRetryable,
+    UnknownRun,
+)
 from tether.model.budgets import Change, apply_change, refuse_spent
 from tether.model.graph import Graph
 from tether.model.records import limits_of, run_resumed
@@ -101,6 +108,70 @@ async def requeue(runtime: Runtime, run_id: str, *, budget: Change | None, ttl: 
         await _release(runtime, claim, status, reason)
     await runtime.store.leases.notify()
     return status
+
+
+async def retry(runtime: Runtime, run_id: str, *, ttl: float) -> Status:
+    """Reopen a failed run and queue it for the workers; return its status (queued).
+
+    Everything the run recorded stays. Its `RunResumed` with `retry` set is appended after
+    the `RunFinished` that failed it, under a claim of our own (a new epoch), so replay
+    explains the retry and whoever claims the run next continues it: each node that failed
+    runs again as a new attempt, numbered after its last, then the run goes on. A run that
+    fails again can be retried again. RunNotRetryable unless the run failed.
+    """
+    claim, graph = await _reopen(runtime, run_id, ttl)
+    try:
+        record = run_resumed(runtime.owner, claim.epoch, retry=True)
+        await runtime.writer.write(graph, record, epoch=claim.epoch)
+    except BaseException:
+        await _release(runtime, claim, Status.FAILED, graph.reason or None)
+        raise
+    await _release(runtime, claim, Status.QUEUED, None)
+    await runtime.store.leases.notify()
+    return Status.QUEUED
+
+
+async def retry_here(runtime: Runtime, run_id: str) -> Outcome:
+    """Reopen a failed run (as `retry`) and execute it in this process, under a lease kept
+    alive here, until it finishes, fails, pauses or parks. CannotContinue (the run given
+    back queued, with why, its retry recorded) if this code cannot execute it."""
+    claim, graph = await _reopen(runtime, run_id, runtime.lease_ttl)
+    async with runtime.keeper.holding(claim):
+        try:
+            return await runtime.continue_graph(graph, epoch=claim.epoch, retry=True)
+        except CannotContinue:  # given back queued, its retry recorded
+            raise
+        except BaseException:
+            if graph.finished is not None:  # the retry was not recorded: failed as it was
+                await _release(runtime, claim, Status.FAILED, graph.reason or None)
+            raise
+
+
+async def _reopen(runtime: Runtime, run_id: str, ttl: float) -> tuple[Claim, Graph]:
+    """Take a failed run to retry it (a new epoch fences anyone else) and read its log."""
+    if run_id in runtime.executing:
+        raise RunNotRetryable(f"run {run_id} is executing in this process; it has not failed")
+    claim = await runtime.store.leases.reopen(run_id, runtime.owner, ttl)
+    if claim is None:
+        info = await owner_of(runtime, run_id)
+        if info.parent_run_id is not None:
+            raise RunNotRetryable(
+                f"run {run_id} is a sub-agent run of {info.parent_run_id}; retry its parent "
+                "(its failed sub-agent runs are retried with the nodes that ran them)"
+            )
+        raise RunNotRetryable(
+            f"run {run_id} is {info.status.value}, not failed; only a failed run can be retried"
+        )
+    try:
+        graph = await runtime.load(run_id)
+        if graph.status is not Status.FAILED:  # (a row always tells its log's end)
+            raise RunNotRetryable(
+                f"run {run_id}'s log ends {graph.status.value}; only a failed run can be retried"
+            )
+    except BaseException:
+        await _release(runtime, claim, Status.FAILED, None)
+        raise
+    return claim, graph
 
 
 async def cancel(runtime: Runtime, run_id: str, *, ttl: float) -> Status:

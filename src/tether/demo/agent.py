@@ -9,23 +9,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from tether.agent import Agent, register_price, tool
 from tether.demo.chart import bar_chart
+from tether.demo.pace import set_speed
+from tether.demo.pace import speed as _speed
 from tether.engine.context import Context
 from tether.foundation.core import Retry
 
 SCRIPTED = "openai:script:research"
 # Priced like gpt-4.1, so the demo's cost and cost budget mean something.
 register_price("script:", 2.00, 8.00)
-
-
-def _speed() -> float:
-    return float(os.environ.get("TETHER_DEMO_SPEED", "1"))
 
 
 def _digest(text: str) -> int:
@@ -102,8 +99,13 @@ def require_approval(tool_name: str = "calc") -> None:
 
 
 @asynccontextmanager
-async def demo_models(model: str | None = None) -> AsyncIterator[str]:
-    """Point the demo agents at a model: the local scripted server unless `model` is given."""
+async def demo_models(
+    model: str | None = None, *, speed: float | None = None
+) -> AsyncIterator[str]:
+    """Point the demo agents at a model: the local scripted server unless `model` is given;
+    `speed` paces its tools and scripted turns (None: as `tether.demo.pace` says)."""
+    if speed is not None:
+        set_speed(speed)
     if model:
         for a in (research, analyst):
             a.model, a.base_url = model, None

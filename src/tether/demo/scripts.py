@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
+from tether.demo.pace import speed as _speed
 from tether.testing import Message, ToolCall, ToolSpec, Turn
 
 TOPICS = ["durable execution", "gateway timeouts", "rolling deploys", "OOM kills"]
-
-
-def _speed() -> float:
-    return float(os.environ.get("TETHER_DEMO_SPEED", "1"))
 
 
 def _pace(turn: Turn) -> Turn:

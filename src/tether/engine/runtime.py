@@ -503,29 +503,45 @@ class Runtime:
         )
 
     async def continue_graph(
-        self, graph: Graph, *, budget: Budget | None = None, epoch: int | None = None
+        self,
+        graph: Graph,
+        *,
+        budget: Budget | None = None,
+        epoch: int | None = None,
+        retry: bool = False,
     ) -> Outcome:
         """Record that the run is taken up again (moved to this code's version, if it was on
-        a compatible one), then execute it."""
+        a compatible one; with `retry`, a failed run reopened: `tether.control.actions.retry`),
+        then execute it."""
         try:
             registry = await self.registry_for(graph)
         except CannotContinue as exc:
             if epoch is not None:  # give it back queued, with why, for a worker that can
+                if retry:  # reopened all the same: code that can continue it does
+                    reopened = run_resumed(self.owner, epoch, retry=True)
+                    await self.writer.write(graph, reopened, epoch=epoch)
                 reason = f"{exc.why} ({self.owner}); waiting for a worker that can continue it"
                 await self.store.leases.release(graph.run_id, epoch, Status.QUEUED, reason)
             raise
         executor = RunExecutor(self, graph, registry, epoch=epoch)
-        await self._record_resumed(graph, registry, budget, epoch)
+        await self._record_resumed(graph, registry, budget, epoch, retry=retry)
         return await executor.execute()
 
     async def _record_resumed(
-        self, graph: Graph, registry: Registry, budget: Budget | None, epoch: int | None
+        self,
+        graph: Graph,
+        registry: Registry,
+        budget: Budget | None,
+        epoch: int | None,
+        *,
+        retry: bool = False,
     ) -> None:
         """Append RunResumed (moving the run to `registry`'s version, if it was on another
-        compatible one) with its status RUNNING, and apply it."""
+        compatible one; `retry`: reopening a failed run) with its status RUNNING, and apply
+        it."""
         limits = limits_of(budget) if budget is not None else None
         moved = registry.version if graph.agent_version not in ("", registry.version) else ""
-        resumed = run_resumed(self.owner, epoch, limits, version=moved)
+        resumed = run_resumed(self.owner, epoch, limits, version=moved, retry=retry)
         await self.writer.resume(graph, resumed, epoch=epoch, version=moved or None)
 
     async def registry_for(self, graph: Graph) -> Registry:
@@ -597,7 +613,21 @@ class Runtime:
         except RunExists:
             graph = await self.load(run_id)
             fresh = False
-        if graph.finished is not None:
+        retrying = (
+            graph.status is Status.FAILED
+            and graph.finished is not None
+            and parent.graph.last_attempt(node_id) > 0
+        )
+        if retrying:
+            # The parent's node failed before and runs again (the parent was retried): its
+            # failed sub-agent run is retried with it, at a child epoch as any write of it.
+            epoch = None
+            if parent.epoch is not None:
+                epoch = await self.store.leases.adopt_child(
+                    run_id, self.owner, parent.graph.run_id, parent.epoch
+                )
+            outcome = await self.continue_graph(graph, epoch=epoch, retry=True)
+        elif graph.finished is not None:
             await self._settle_child_row(parent, graph)
             outcome = await self._read_outcome(graph)
         elif parent.epoch is not None:

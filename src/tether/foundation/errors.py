@@ -198,6 +198,11 @@ class RunNotResumable(TetherError):
     """The run has finished, so it cannot be resumed."""
 
 
+class RunNotRetryable(TetherError):
+    """Only a failed run can be retried: this one is running, paused, waiting, queued,
+    succeeded or cancelled (or is a sub-agent run, retried with its parent)."""
+
+
 class RunMustPause(TetherError):
     """A node cannot go on now and must not be recorded: the run pauses with this reason."""
 

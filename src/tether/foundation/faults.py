@@ -1,5 +1,7 @@
 """Crash points for fault-injection tests: `TETHER_FAULT=before_append:3` SIGKILLs the process.
 
+The `tether` command hands `$TETHER_FAULT` to `plan` as it starts (`Settings.fault`).
+
 The spec is `point:N[,point:N...]`: the process kills itself (no cleanup, as an OOM kill
 or a power cut would) the Nth time it reaches `point`. Points: `before_append`,
 `after_append` (the executor's append), `after_claim`, `before_release` (a run's finish:
@@ -23,11 +25,19 @@ def _parse(spec: str) -> dict[str, int]:
     return points
 
 
-_PLAN = _parse(os.environ.get("TETHER_FAULT", ""))
+_PLAN: dict[str, int] = {}
 _seen: Counter[str] = Counter()
 # Whether any point is planned: the executor's append, run for every node, tests this
 # instead of making two calls that return at once.
-PLANNED = bool(_PLAN)
+PLANNED = False
+
+
+def plan(spec: str) -> None:
+    """Kill this process at the points `spec` names (`point:N[,point:N...]`; "": none)."""
+    global _PLAN, PLANNED
+    _PLAN = _parse(spec)
+    _seen.clear()
+    PLANNED = bool(_PLAN)
 
 
 def hit(point: str) -> None:

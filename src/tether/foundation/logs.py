@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from contextvars import ContextVar, Token
 from typing import Any, TextIO
@@ -78,8 +77,9 @@ class JsonFormatter(logging.Formatter):
 
 
 def log_format(choice: str | None) -> str:
-    """The format asked for: the flag, else `TETHER_LOG_FORMAT`, else text."""
-    chosen = (choice or os.environ.get("TETHER_LOG_FORMAT") or "text").strip().lower()
+    """The format asked for (the flag, else `TETHER_LOG_FORMAT`: `Settings.log_format`),
+    else text."""
+    chosen = (choice or "text").strip().lower()
     if chosen not in FORMATS:
         raise TetherError(
             f"log format {chosen!r} is not one of {', '.join(FORMATS)} (--log-format or "

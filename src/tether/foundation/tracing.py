@@ -230,13 +230,13 @@ def disable() -> None:
     active = None
 
 
-def enable_from_env() -> Tracing | None:
-    """With the `otel` extra and OTEL_TRACES_EXPORTER (otlp or console) set, install an SDK
-    tracer provider configured by the standard OTEL_* variables and trace on it."""
-    import os
-
-    exporter_name = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if not exporter_name or exporter_name == "none" or os.environ.get("OTEL_SDK_DISABLED"):
+def enable_exporter(exporter_name: str, *, disabled: bool = False) -> Tracing | None:
+    """With the `otel` extra and an exporter named (OTEL_TRACES_EXPORTER: otlp or console;
+    `Settings.traces_exporter`), install an SDK tracer provider configured by the standard
+    OTEL_* variables (the SDK reads them) and trace on it. Not when `disabled`
+    (OTEL_SDK_DISABLED)."""
+    exporter_name = exporter_name.strip().lower()
+    if not exporter_name or exporter_name == "none" or disabled:
         return None
     try:
         from opentelemetry import trace

@@ -34,6 +34,12 @@ _RUN_ID = {"name": "run_id", "in": "path", "required": True,
 _AUTH = {"401": _err("missing or wrong bearer token")}
 _TLOG = {"application/vnd.tether.tlog": {"schema": {"type": "string", "format": "binary"}}}
 _UNKNOWN = {"404": _err("no such run"), "400": _err("malformed run id or parameter")}
+# A run view's two words (docs/reference/show-json.md), as `tether runs` and `show` say them.
+_STATUS = (
+    "queued, running, paused, waiting, succeeded, failed or cancelled (the run's row; "
+    "with `at`, the log's at that seq)"
+)
+_STATE = "the status, or `orphaned` for a running run whose owner's lease ran out"
 
 
 def _op(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -97,7 +103,14 @@ def document() -> dict[str, Any]:
                 "already": {"type": "boolean"},
             },
         },
-        Run={"type": "object", "required": ["run_id", "status", "budget", "nodes", "counts"]},
+        Run={
+            "type": "object",
+            "required": ["run_id", "status", "state", "budget", "nodes", "counts"],
+            "properties": {
+                "status": {"type": "string", "description": _STATUS},
+                "state": {"type": "string", "description": _STATE},
+            },
+        },
         Workers={
             "type": "object",
             "required": ["workers"],
@@ -260,6 +273,19 @@ def document() -> dict[str, Any]:
                          "its budget and the budget given does not raise what ran out")},
             parameters=[_RUN_ID],
             requestBody=resume_body,
+        )},
+        "/v1/runs/{run_id}/retry": {"post": _op(
+            "retry a failed run: everything it recorded stays, a RunResumed with `retry` is "
+            "appended and the run is queued; each node that failed runs again as a new "
+            "attempt numbered after its last, then the run continues (the run view's "
+            "`retries` and each node's `attempts` show the history)",
+            {"202": {"description": "retried: queued for a worker",
+                     "content": _json("RunAccepted")},
+             **_UNKNOWN,
+             "409": _err("`run_not_failed`: the run did not fail (running, paused, waiting, "
+                         "queued, succeeded or cancelled), or is a sub-agent run (retry its "
+                         "parent)")},
+            parameters=[_RUN_ID],
         )},
         "/v1/runs/{run_id}/fork": {"post": _op(
             "a new queued run whose history is this run's records up to `at_seq` (or before "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,16 +25,23 @@ from tether.store.base import (
 )
 
 DEFAULT_DATA_DIR = ".tether"
+DATA_DIR_ENV = "TETHER_DATA_DIR"
+DATABASE_URL_ENV = "TETHER_DATABASE_URL"
 
 
-def data_dir() -> Path:
-    """The embedded default's data directory (`TETHER_DATA_DIR`, else ./.tether)."""
-    return Path(os.environ.get("TETHER_DATA_DIR", DEFAULT_DATA_DIR))
+def data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The embedded default's data directory: `$TETHER_DATA_DIR` in `environ` (default: the
+    process's environment, for code that opens a store without the command's settings),
+    else ./.tether."""
+    env = os.environ if environ is None else environ
+    return Path(env.get(DATA_DIR_ENV, DEFAULT_DATA_DIR))
 
 
-def default_url() -> str:
-    """`TETHER_DATABASE_URL`, else a SQLite file in the data directory."""
-    return os.environ.get("TETHER_DATABASE_URL") or f"sqlite:///{data_dir() / 'tether.db'}"
+def default_url(environ: Mapping[str, str] | None = None) -> str:
+    """`$TETHER_DATABASE_URL` in `environ` (default: the process's environment), else a
+    SQLite file in the data directory. `tether.control.settings` passes its own."""
+    env = os.environ if environ is None else environ
+    return env.get(DATABASE_URL_ENV) or f"sqlite:///{data_dir(env) / 'tether.db'}"
 
 
 def _check_ports(url: str) -> None:
@@ -95,6 +103,8 @@ async def migrate_url(url: str | None = None, *, partitions: int | None = None) 
 
 
 __all__ = [
+    "DATABASE_URL_ENV",
+    "DATA_DIR_ENV",
     "DRAIN",
     "EVERY_RUN",
     "ORPHANED",

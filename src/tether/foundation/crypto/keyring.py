@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,9 +111,10 @@ class KeyRing:
                    base64.b64decode(generate_key()))  # fmt: skip
 
 
-def load_ring(value: str | None = None) -> KeyRing | None:
-    """The ring in `value` (default: $TETHER_KEYS), or None if encryption is not configured."""
-    text = os.environ.get(ENV) if value is None else value
+def load_ring(value: str | None) -> KeyRing | None:
+    """The ring in `value` ($TETHER_KEYS: the ring, or `@path` of a file holding it), or None
+    if encryption is not configured."""
+    text = value
     if not text or not text.strip():
         return None
     where = ENV

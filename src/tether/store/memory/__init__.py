@@ -269,6 +269,21 @@ class MemoryLeases(Leases):
         )
         return Claim(run_id, info.epoch + 1, run_id in self._s.cancels)
 
+    async def reopen(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+        info, now = self._s.runs.get(run_id), time.time()
+        if info is None or info.parent_run_id is not None or info.status is not Status.FAILED:
+            return None
+        self._s.runs[run_id] = replace(
+            info,
+            status=Status.RUNNING,
+            reason=None,
+            owner=owner,
+            epoch=info.epoch + 1,
+            lease_until=now + ttl,
+            updated_at=now,
+        )
+        return Claim(run_id, info.epoch + 1, run_id in self._s.cancels)
+
     async def request_cancel(self, run_id: str) -> Status | None:
         info = self._s.runs.get(run_id)
         if info is None:

@@ -521,6 +521,15 @@ WHERE run_id = $1 AND parent_run_id IS NULL
   AND status IN ('queued', 'paused', 'waiting', 'running')
 RETURNING epoch, cancel_requested;
 
+-- name: reopen
+-- Take failed top-level run $1 for owner $2 with a lease of $3 seconds at a new epoch, to
+-- retry it.
+UPDATE runs SET status = 'running', reason = NULL, owner = $2, epoch = runs.epoch + 1,
+       lease_until = extract(epoch FROM clock_timestamp()) + $3,
+       updated_at = extract(epoch FROM clock_timestamp()), wake_at = NULL
+WHERE run_id = $1 AND parent_run_id IS NULL AND status = 'failed'
+RETURNING epoch, cancel_requested;
+
 -- name: clock
 -- The database's clock, which times leases.
 SELECT extract(epoch FROM clock_timestamp())::double precision;

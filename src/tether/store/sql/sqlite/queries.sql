@@ -275,6 +275,13 @@ WHERE run_id = :run_id AND parent_run_id IS NULL
   AND status IN ('queued', 'paused', 'waiting', 'running')
 RETURNING epoch, cancel_requested;
 
+-- name: reopen
+-- Take a failed top-level run at a new epoch with a lease, to retry it.
+UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
+       lease_until = :now + :ttl, updated_at = :now, wake_at = NULL
+WHERE run_id = :run_id AND parent_run_id IS NULL AND status = 'failed'
+RETURNING epoch, cancel_requested;
+
 -- name: request_cancel
 -- Ask for a run to be cancelled, unless it has finished; returns its status then.
 UPDATE runs SET cancel_requested = (status NOT IN ('succeeded', 'failed', 'cancelled'))
