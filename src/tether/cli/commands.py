@@ -28,10 +28,10 @@ from tether.engine.executor import Outcome
 from tether.engine.registry import resolve_agent
 from tether.engine.runtime import Runtime
 from tether.foundation import eager, logs, tracing
-from tether.foundation.errors import BudgetSpent, RunBusy
-from tether.model.budgets import apply_change, parse_budget, parse_change, refuse_spent
+from tether.foundation.errors import RunBusy
+from tether.model.budgets import parse_budget, parse_change
 from tether.model.graph import Graph
-from tether.model.records import Record, limits_of
+from tether.model.records import Record
 from tether.model.run_view import run_view, status_words, waits_view, with_row
 from tether.store import (
     RunFilter,
@@ -299,14 +299,6 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
         )
         _drain_on_signals(runtime)
         claim, graph = await loading
-        budget = apply_change(change, graph) if change is not None else None
-        if graph.finished is None:
-            try:  # said before the run starts (the runtime refuses it again, under the lease)
-                refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
-            except BudgetSpent:
-                if claim is not None:
-                    await runtime.give_back(claim, graph)
-                raise
         models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
             from tether.demo.agent import demo_models
@@ -320,7 +312,7 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
                     lambda rt: control.resume(
                         rt,
                         args.run_id,
-                        budget=budget,
+                        change=change,
                         wait=args.wait,
                         force=args.force,
                         on_wait=waiting,
