@@ -675,6 +675,8 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
         connections = ConnectionLimits(
             header_timeout_s=args.header_timeout,
             idle_timeout_s=args.idle_timeout,
+            body_timeout_s=args.body_timeout,
+            body_read_timeout_s=args.body_read_timeout,
             max_connections=args.max_connections,
         )
 
