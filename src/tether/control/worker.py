@@ -78,7 +78,12 @@ class Worker:
         # The leases of the runs it holds, renewed in one statement; a run whose lease is
         # lost or runs out has its task cancelled there (as for in-process runs).
         self.keeper = LeaseKeeper(
-            self.leases, self.owner, lease_ttl, on_cancel=self._cancel_asked, on_stop=self._stopped
+            self.leases,
+            runtime.store.runs,
+            self.owner,
+            lease_ttl,
+            on_cancel=self._cancel_asked,
+            on_stop=self._stopped,
         )
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._slot_freed = asyncio.Event()
@@ -188,9 +193,7 @@ class Worker:
                 sent = time.monotonic()
                 skip = self._skipped(sent)
                 try:
-                    claims = await self.leases.claim(
-                        self.owner, free, self.lease_ttl, skip=skip, serves=self.routing.serves()
-                    )
+                    claims = await self.keeper.claim(free, skip=skip, serves=self.routing.serves())
                     delay = 0.05
                     # Fewer than it could take: look at the runs its versions leave out
                     # (agents not resolved yet, runs of versions its code may continue).
@@ -311,7 +314,7 @@ class Worker:
         delay, give_up = 0.05, time.monotonic() + self.runtime.store_retry_s
         while True:
             try:
-                released = await self.leases.release(claim.run_id, claim.epoch, status, reason)
+                released = await self.keeper.release(claim.run_id, claim.epoch, status, reason)
                 break
             except StoreUnavailable as exc:
                 if time.monotonic() > give_up:
@@ -321,8 +324,7 @@ class Worker:
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-        if not released:
-            log.warning("run %s: release at epoch %d was fenced off", claim.run_id, claim.epoch)
+        if not released:  # (the keeper said so in the log)
             self._count("fenced")
             return
         self._released(claim, status, reason)
