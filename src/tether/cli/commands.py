@@ -28,10 +28,10 @@ from tether.engine.executor import Outcome
 from tether.engine.registry import resolve_agent
 from tether.engine.runtime import Runtime
 from tether.foundation import eager, logs, tracing
-from tether.foundation.errors import BudgetSpent, RunBusy
-from tether.model.budgets import apply_change, parse_budget, parse_change, refuse_spent
+from tether.foundation.errors import RunBusy
+from tether.model.budgets import parse_budget, parse_change
 from tether.model.graph import Graph
-from tether.model.records import Record, limits_of
+from tether.model.records import Record
 from tether.model.run_view import run_view, status_words, waits_view, with_row
 from tether.store import (
     RunFilter,
@@ -197,6 +197,8 @@ async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
         return outcome
 
     async with demo_models(args.model, speed=args.settings.demo_speed) as model:
+        # A model it cannot call is one line before any run (the runtime refuses it too).
+        research.check_model()
         console.print(f"[bold]tether demo[/]: a research agent on {model} (log: {store.url})")
         return await _execute(store, args, go)
 
@@ -299,14 +301,6 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
         )
         _drain_on_signals(runtime)
         claim, graph = await loading
-        budget = apply_change(change, graph) if change is not None else None
-        if graph.finished is None:
-            try:  # said before the run starts (the runtime refuses it again, under the lease)
-                refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
-            except BudgetSpent:
-                if claim is not None:
-                    await runtime.give_back(claim, graph)
-                raise
         models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
             from tether.demo.agent import demo_models
@@ -320,7 +314,7 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
                     lambda rt: control.resume(
                         rt,
                         args.run_id,
-                        budget=budget,
+                        change=change,
                         wait=args.wait,
                         force=args.force,
                         on_wait=waiting,
@@ -683,6 +677,8 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
         connections = ConnectionLimits(
             header_timeout_s=args.header_timeout,
             idle_timeout_s=args.idle_timeout,
+            body_timeout_s=args.body_timeout,
+            body_read_timeout_s=args.body_read_timeout,
             max_connections=args.max_connections,
         )
 

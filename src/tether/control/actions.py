@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 
 from tether.engine.executor import Outcome
+from tether.engine.ownership import admissible
 from tether.engine.runtime import Runtime
 from tether.foundation.core import Budget
 from tether.foundation.errors import (
@@ -24,7 +25,7 @@ from tether.foundation.errors import (
     RunNotRetryable,
     UnknownRun,
 )
-from tether.model.budgets import Change, apply_change, refuse_spent
+from tether.model.budgets import Change, apply_change
 from tether.model.graph import Graph
 from tether.model.records import limits_of, run_resumed
 from tether.store.base import Claim, RunInfo, Status
@@ -40,20 +41,34 @@ async def resume(
     run_id: str,
     *,
     budget: Budget | None = None,
+    change: Change | None = None,
     wait: bool = False,
     force: bool = False,
     on_wait: Callable[[RunBusy], None] | None = None,
     graph: Graph | None = None,
     claim: Claim | None = None,
 ) -> Outcome:
-    """Take a run and continue it here (`graph`: the run as the caller loaded it already;
-    `claim`: taken already, with it, by `Runtime.take_loading`).
+    """Take a run and continue it here: the whole procedure, for every entry point
+    (`graph`: the run as the caller loaded it already; `claim`: taken already, with it,
+    by `Runtime.take_loading`).
 
-    A live owner: RunBusy, or with `wait`, look again until its lease has ended (each
-    refusal is passed to `on_wait`), or with `force`, take it over at once.
+    `budget` replaces the run's limits; `change` (`nodes=+10`) changes them, from the log
+    as read. A finished run or a spent budget is refused before anything is executed (the
+    run given back as it was). A live owner: RunBusy, or with `wait`, look again until
+    its lease has ended (each refusal is passed to `on_wait`), or with `force`, take it
+    over at once.
     """
     if graph is None and claim is None:  # read once: a wait below catches up with it
         claim, graph = await runtime.take_loading(run_id, force=force)
+    if change is not None and graph is not None:
+        budget = apply_change(change, graph)
+    if graph is not None and graph.finished is None:
+        try:  # said before the run starts (the runtime judges it again, under the lease)
+            admissible(graph, budget)
+        except BudgetSpent:
+            if claim is not None:
+                await runtime.give_back(claim, graph)
+            raise
     while True:
         try:
             return await runtime.resume(
@@ -84,30 +99,19 @@ async def requeue(runtime: Runtime, run_id: str, *, budget: Change | None, ttl: 
     claims the run next rehydrates them from the log like everything else."""
     if run_id in runtime.executing:
         raise RunBusy(f"run {run_id} is executing in this process; nothing to resume")
-    claim = await runtime.store.leases.take(run_id, runtime.owner, ttl)
-    if claim is None:
-        raise await runtime.not_taken(run_id, "resume")
-    status, reason = Status.QUEUED, None
-    try:
+    async with runtime.keeper.hold(run_id, back=Status.QUEUED, ttl=ttl) as held:
         graph = await runtime.load(run_id)
-        if graph.finished is not None:
-            status, reason = graph.status, graph.reason or None
-            raise RunNotResumable(f"run {run_id} has finished ({graph.status}); nothing to resume")
-        limits = graph.limits
-        if budget:
-            limits = limits_of(apply_change(budget, graph))
-        try:  # paused by its budget: resuming must raise what ran out
-            refuse_spent(graph, limits)
-        except BudgetSpent:
-            status, reason = graph.status, graph.reason or None
+        new = apply_change(budget, graph) if budget else None
+        try:  # finished, or paused by its budget: resuming must raise what ran out
+            admissible(graph, new)
+        except (RunNotResumable, BudgetSpent):
+            held.give_back(graph.status, graph.reason or None)
             raise
-        if budget:
-            record = run_resumed(runtime.owner, claim.epoch, limits)
-            await runtime.writer.write(graph, record, epoch=claim.epoch)
-    finally:
-        await _release(runtime, claim, status, reason)
+        if new is not None:
+            record = run_resumed(runtime.owner, held.epoch, limits_of(new))
+            await runtime.writer.write(graph, record, epoch=held.epoch)
     await runtime.store.leases.notify()
-    return status
+    return held.status
 
 
 async def retry(runtime: Runtime, run_id: str, *, ttl: float) -> Status:
@@ -124,9 +128,9 @@ async def retry(runtime: Runtime, run_id: str, *, ttl: float) -> Status:
         record = run_resumed(runtime.owner, claim.epoch, retry=True)
         await runtime.writer.write(graph, record, epoch=claim.epoch)
     except BaseException:
-        await _release(runtime, claim, Status.FAILED, graph.reason or None)
+        await runtime.keeper.release(claim.run_id, claim.epoch, Status.FAILED, graph.reason or None)
         raise
-    await _release(runtime, claim, Status.QUEUED, None)
+    await runtime.keeper.release(claim.run_id, claim.epoch, Status.QUEUED, None)
     await runtime.store.leases.notify()
     return Status.QUEUED
 
@@ -143,7 +147,9 @@ async def retry_here(runtime: Runtime, run_id: str) -> Outcome:
             raise
         except BaseException:
             if graph.finished is not None:  # the retry was not recorded: failed as it was
-                await _release(runtime, claim, Status.FAILED, graph.reason or None)
+                await runtime.keeper.release(
+                    claim.run_id, claim.epoch, Status.FAILED, graph.reason or None
+                )
             raise
 
 
@@ -151,7 +157,7 @@ async def _reopen(runtime: Runtime, run_id: str, ttl: float) -> tuple[Claim, Gra
     """Take a failed run to retry it (a new epoch fences anyone else) and read its log."""
     if run_id in runtime.executing:
         raise RunNotRetryable(f"run {run_id} is executing in this process; it has not failed")
-    claim = await runtime.store.leases.reopen(run_id, runtime.owner, ttl)
+    claim = await runtime.keeper.reopen(run_id, ttl=ttl)
     if claim is None:
         info = await owner_of(runtime, run_id)
         if info.parent_run_id is not None:
@@ -171,7 +177,7 @@ async def _reopen(runtime: Runtime, run_id: str, ttl: float) -> tuple[Claim, Gra
                 f"run {run_id}'s log ends {graph.status.value}; only a failed run can be retried"
             )
     except BaseException:
-        await _release(runtime, claim, Status.FAILED, None)
+        await runtime.keeper.release(claim.run_id, claim.epoch, Status.FAILED, None)
         raise
     return claim, graph
 
@@ -190,7 +196,7 @@ async def cancel(runtime: Runtime, run_id: str, *, ttl: float) -> Status:
         raise RunNotResumable(f"run {run_id} has finished ({status.value}); cannot cancel")
     if run_id in runtime.executing:  # executing in this process: stop it now
         return (await runtime.cancel(run_id)).status
-    claim = await runtime.store.leases.take(run_id, runtime.owner, ttl)
+    claim = await runtime.keeper.take(run_id, ttl=ttl)
     if claim is None:
         info = await runtime.store.runs.get(run_id)
         return info.status if info else status
@@ -199,10 +205,10 @@ async def cancel(runtime: Runtime, run_id: str, *, ttl: float) -> Status:
     except RunNotResumable:
         # It finished, but a crash kept its row from saying so: give it back as it is.
         graph = await runtime.load(run_id)
-        await _release(runtime, claim, graph.status, graph.reason or None)
+        await runtime.keeper.release(run_id, claim.epoch, graph.status, graph.reason or None)
         raise
     except BaseException:
-        await _release(runtime, claim, status, None)
+        await runtime.keeper.release(run_id, claim.epoch, status, None)
         raise
     return outcome.status  # its RunFinished released the claim
 
@@ -216,8 +222,3 @@ async def wait_finished(runtime: Runtime, run_id: str, *, within: float) -> Stat
         if info.status.finished or loop.time() >= deadline:
             return info.status
         await asyncio.sleep(0.1)
-
-
-async def _release(runtime: Runtime, claim: Claim, status: Status, reason: str | None) -> None:
-    if not await runtime.store.leases.release(claim.run_id, claim.epoch, status, reason):
-        log.warning("run %s: release at epoch %d was fenced off", claim.run_id, claim.epoch)

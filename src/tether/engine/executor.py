@@ -494,7 +494,7 @@ class RunExecutor:
         g, rt = self.graph, self.runtime
         reason = f"{exc.why} ({rt.owner}); waiting for a worker that can continue it"
         if self.epoch is not None:
-            await rt.store.leases.release(g.run_id, self.epoch, Status.QUEUED, reason)
+            await rt.keeper.release(g.run_id, self.epoch, Status.QUEUED, reason)
         else:
             await rt.store.runs.set_status(g.run_id, Status.QUEUED, reason=reason)
         log.warning("run %s: %s; given back queued", g.run_id, exc.why)
