@@ -22,7 +22,13 @@ from tether.engine.ownership import DEFAULT_LEASE_TTL, LeaseKeeper
 from tether.engine.runtime import Runtime
 from tether.foundation import faults, metrics
 from tether.foundation.aio import first_of
-from tether.foundation.errors import CannotContinue, StaleEpoch, StoreError, StoreUnavailable
+from tether.foundation.errors import (
+    CannotContinue,
+    LogGap,
+    StaleEpoch,
+    StoreError,
+    StoreUnavailable,
+)
 from tether.ops.retention import retention_pass
 from tether.store.base import Claim, Status
 from tether.store.workers import WorkerInfo
@@ -285,6 +291,10 @@ class Worker:
                 epoch,
             )
             self._count("fenced")
+        except LogGap as exc:
+            # Its log kept refusing appends after reloads: give it back for a fresh take-up.
+            log.error("run %s: %s; giving it back queued", run_id, exc)
+            await self._release(claim, Status.QUEUED, f"reload after a lost log tail: {exc}")
         except StoreUnavailable as exc:
             # The lease runs out and another worker (or this one) takes the run up again.
             log.error("run %s: store unavailable (%s); leaving it to its lease", run_id, exc)
