@@ -28,6 +28,7 @@ from tether.foundation.errors import (
     StaleEpoch,
     StepBudgetExhausted,
     StepTimeout,
+    StoreFull,
 )
 from tether.model.records import BudgetUsed, Record, dump_json, encode, now_us, step_recorded
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 _ONCE = Retry()
 # Not a step's failure but the run's: a pause, a fence, an unreadable blob, a sub-agent run
 # this code cannot continue (a deploy in progress). Never retried.
-STOPS_NODE = (RunMustPause, ChildPaused, StaleEpoch, BlobError, CannotContinue)
+STOPS_NODE = (RunMustPause, ChildPaused, StaleEpoch, BlobError, CannotContinue, StoreFull)
 
 
 class StepJournal:
