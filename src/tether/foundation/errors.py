@@ -56,6 +56,22 @@ class StaleEpoch(StoreError):
         self.epoch = epoch
 
 
+class LogGap(StoreError):
+    """An owner's append does not follow the log's last record: the log lost its tail
+    (a failover to an asynchronous standby), so the writer's view of the run is stale.
+    Nothing was written; the run is reloaded from what its log holds and continued."""
+
+    def __init__(self, run_id: str, seq: int, last_seq: int) -> None:
+        super().__init__(
+            f"run {run_id}: append at seq {seq} refused, the log's last record is at seq "
+            f"{last_seq} (it lost records this writer had appended, or never had them); "
+            "reload the run from its log"
+        )
+        self.run_id = run_id
+        self.seq = seq
+        self.last_seq = last_seq
+
+
 class LeaseLost(StaleEpoch):
     """This process's lease on a run ended while it executed the run: another owner took
     it over at a newer epoch, or it ran out unrenewed. Its handlers here were stopped."""
@@ -267,6 +283,21 @@ class RunIsLive(TetherError):
             f"run {run_id!r} was not deleted: {which} {status}; cancel it or wait until it finishes"
         )
         self.run_id = run_id
+
+
+class ParentIsLive(RunIsLive):
+    """A sub-agent run whose parent (or a run above it) has not finished: deleting it would
+    take from the parent's tree a run it may still read back."""
+
+    def __init__(self, run_id: str, parent_run_id: str, status: str) -> None:
+        TetherError.__init__(
+            self,
+            f"run {run_id!r} was not deleted: it is a sub-agent run of {parent_run_id!r}, "
+            f"which is {status}; delete {parent_run_id!r} once it has finished (its "
+            "sub-agent runs go with it)",
+        )
+        self.run_id = run_id
+        self.parent_run_id = parent_run_id
 
 
 class EventRefused(TetherError):
