@@ -19,6 +19,19 @@ class StoreUnavailable(StoreError):
     """The database could not be reached; the operation may be retried."""
 
 
+class StoreFull(StoreError):
+    """The store has no space left for a write (SQLITE_FULL, PostgreSQL's disk_full): nothing
+    of that write landed, and what was recorded before is intact. Runs pause; once space
+    is freed, `tether resume` continues them."""
+
+    def __init__(self, store: str, detail: str) -> None:
+        super().__init__(
+            f"store {store}: no space left ({detail}); free space, then resume the paused runs"
+        )
+        self.store = store
+        self.detail = detail
+
+
 class ConflictingRecord(StoreError):
     """A different record already exists at this (run_id, seq)."""
 
