@@ -59,6 +59,19 @@ def _serve_limits(srv: argparse.ArgumentParser) -> None:
         help=f"seconds an idle keep-alive connection stays open ({conn.idle_timeout_s:g})",
     )
     limits.add_argument(
+        "--body-timeout",
+        type=float,
+        default=conn.body_timeout_s,
+        help=f"seconds a request's body may take, from its headers ({conn.body_timeout_s:g})",
+    )
+    limits.add_argument(
+        "--body-read-timeout",
+        type=float,
+        default=conn.body_read_timeout_s,
+        help="seconds a request's body may send nothing while it is read "
+        f"({conn.body_read_timeout_s:g})",
+    )
+    limits.add_argument(
         "--max-connections",
         type=int,
         default=conn.max_connections,

@@ -197,6 +197,8 @@ async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
         return outcome
 
     async with demo_models(args.model, speed=args.settings.demo_speed) as model:
+        # A model it cannot call is one line before any run (the runtime refuses it too).
+        research.check_model()
         console.print(f"[bold]tether demo[/]: a research agent on {model} (log: {store.url})")
         return await _execute(store, args, go)
 
@@ -676,6 +678,8 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
         connections = ConnectionLimits(
             header_timeout_s=args.header_timeout,
             idle_timeout_s=args.idle_timeout,
+            body_timeout_s=args.body_timeout,
+            body_read_timeout_s=args.body_read_timeout,
             max_connections=args.max_connections,
         )
 

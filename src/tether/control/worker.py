@@ -21,7 +21,14 @@ from tether.control.routing import Routing
 from tether.engine.ownership import DEFAULT_LEASE_TTL, LeaseKeeper
 from tether.engine.runtime import Runtime
 from tether.foundation import faults, metrics
-from tether.foundation.errors import CannotContinue, StaleEpoch, StoreError, StoreUnavailable
+from tether.foundation.aio import first_of
+from tether.foundation.errors import (
+    CannotContinue,
+    LogGap,
+    StaleEpoch,
+    StoreError,
+    StoreUnavailable,
+)
 from tether.ops.retention import retention_pass
 from tether.store.base import Claim, Status
 from tether.store.workers import WorkerInfo
@@ -243,14 +250,7 @@ class Worker:
 
     async def _until_stopped(self, aw: Awaitable[Any]) -> None:
         """Await `aw`, or stop waiting as soon as a drain begins."""
-        waiter = asyncio.ensure_future(aw)
-        stop = asyncio.ensure_future(self.stopping.wait())
-        try:
-            await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for fut in (waiter, stop):
-                fut.cancel()
-            await asyncio.gather(waiter, stop, return_exceptions=True)
+        await first_of(aw, self.stopping.wait())
 
     # -- one run -----------------------------------------------------------------
 
@@ -291,6 +291,10 @@ class Worker:
                 epoch,
             )
             self._count("fenced")
+        except LogGap as exc:
+            # Its log kept refusing appends after reloads: give it back for a fresh take-up.
+            log.error("run %s: %s; giving it back queued", run_id, exc)
+            await self._release(claim, Status.QUEUED, f"reload after a lost log tail: {exc}")
         except StoreUnavailable as exc:
             # The lease runs out and another worker (or this one) takes the run up again.
             log.error("run %s: store unavailable (%s); leaving it to its lease", run_id, exc)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -32,9 +34,12 @@ from tether.foundation.errors import (
     ConflictingRecord,
     CorruptRecord,
     KeyRingError,
+    LogGap,
     RecordTooLarge,
     RunExists,
     RunNotResumable,
+    StoreError,
+    StoreFull,
     UnknownAgent,
     UnknownRun,
     UnknownSeq,
@@ -44,6 +49,7 @@ from tether.model.budgets import Change
 from tether.model.columns import applied, applied_turns
 from tether.model.graph import Graph
 from tether.model.records import (
+    decode_log,
     dump_json,
     limits_of,
     run_finished,
@@ -57,6 +63,11 @@ from tether.store.base import Claim, RunInfo, Status, Store
 from tether.store.limits import check_key, check_priority
 
 DEFAULT_RECORD_CAP = 64 * 1024
+# How many times one execution reloads a run whose log refused an append (LogGap) before it
+# gives up: each reload follows a loss of the log's tail, which a failover makes once.
+MAX_RELOADS = 5
+
+log = logging.getLogger("tether.engine.runtime")
 
 
 class Runtime:
@@ -302,6 +313,7 @@ class Runtime:
         if parent is None:  # checked at the door: nothing is recorded for a bad input or id
             run_id = check_run_id(run_id) if run_id is not None else new_run_id()
             input = registry.check_input(input)
+            registry.check_ready(here=status is Status.RUNNING)
             key, priority = check_key(key) or None, check_priority(priority)
             await self._store_limit_defaults(name, registry)
         run_id = run_id or new_run_id()
@@ -453,7 +465,10 @@ class Runtime:
         else:
             executor = await self._take_up_as_loaded(loaded, budget, epoch)
             if executor is not None:
-                return await executor.execute()
+                try:
+                    return await executor.execute()
+                except LogGap as gap:
+                    return await self._reloaded(gap, executor.graph, budget, epoch)
             graph = await self.catch_up(loaded)
         try:  # finished (its row may still say otherwise), or paused by its budget
             admissible(graph, budget)
@@ -475,7 +490,7 @@ class Runtime:
             registry = await self.registry_for(graph)
             executor = RunExecutor(self, graph, registry, epoch=epoch)
             await self._record_resumed(graph, registry, budget, epoch)
-        except (RunNotResumable, BudgetSpent, CannotContinue, ConflictingRecord):
+        except (RunNotResumable, BudgetSpent, CannotContinue, ConflictingRecord, LogGap):
             return None
         return executor
 
@@ -524,7 +539,62 @@ class Runtime:
     ) -> Outcome:
         """Record that the run is taken up again (moved to this code's version, if it was on
         a compatible one; with `retry`, a failed run reopened: `tether.control.actions.retry`),
-        then execute it."""
+        then execute it.
+
+        An append the log refuses because it does not follow the log's last record
+        (LogGap: the log lost its tail, as after a failover to an asynchronous standby)
+        means this process's view of the run is stale: the execution stops, the run is read
+        again from its log and continued from what it holds, so the nodes whose records
+        were lost run again, once (`MAX_RELOADS` times at most, then LogGap)."""
+        try:
+            return await self._continue(graph, budget, epoch, retry=retry)
+        except LogGap as gap:
+            return await self._reloaded(gap, graph, budget, epoch, retry=retry)
+
+    async def _reloaded(
+        self,
+        gap: LogGap,
+        graph: Graph,
+        budget: Budget | None,
+        epoch: int | None,
+        *,
+        retry: bool = False,
+    ) -> Outcome:
+        """After the log refused an append of `graph` (LogGap): the run read again from its
+        log and continued at the same epoch, again while the log refuses (`continue_graph`
+        says why). Its RunResumed is recorded again (with `budget`, if given) only if the
+        log lost the one that took it up at this epoch: one take-up an epoch (a retry's
+        too, which then finds the run failed again and reopens it again)."""
+        for _ in range(MAX_RELOADS):
+            rows = await self._rows(graph.run_id)
+            held = applied(Graph(graph.run_id), rows)
+            kept = set(held.order)
+            lost = [node_id for node_id in graph.order if node_id not in kept]
+            log.warning(
+                "run %s: %s; reloaded from its log, continuing after seq %d (%d nodes whose "
+                "records were lost run again: %s)",
+                graph.run_id,
+                gap,
+                held.next_seq - 1,
+                len(lost),
+                ", ".join(lost[:10]) + (" ..." if len(lost) > 10 else ""),
+            )
+            graph = held
+            reopen = retry and graph.finished is not None  # the retry's own record was lost
+            if graph.finished is not None and not reopen:  # (its last record held)
+                return await self._read_outcome(graph)
+            try:
+                if not reopen and epoch is not None and _taken_up_at(graph.run_id, rows) == epoch:
+                    executor = RunExecutor(self, graph, await self.registry_for(graph), epoch=epoch)
+                    return await executor.execute()
+                return await self._continue(graph, budget, epoch, retry=reopen)
+            except LogGap as exc:
+                gap = exc
+        raise gap
+
+    async def _continue(
+        self, graph: Graph, budget: Budget | None, epoch: int | None, *, retry: bool = False
+    ) -> Outcome:
         try:
             registry = await self.registry_for(graph)
         except CannotContinue as exc:
@@ -554,7 +624,13 @@ class Runtime:
         limits = limits_of(budget) if budget is not None else None
         moved = registry.version if graph.agent_version not in ("", registry.version) else ""
         resumed = run_resumed(self.owner, epoch, limits, version=moved, retry=retry)
-        await self.writer.resume(graph, resumed, epoch=epoch, version=moved or None)
+        try:
+            await self.writer.resume(graph, resumed, epoch=epoch, version=moved or None)
+        except StoreFull as exc:  # still no space: given back paused, with why
+            if epoch is not None:
+                with contextlib.suppress(StoreError):
+                    await self.keeper.release(graph.run_id, epoch, Status.PAUSED, str(exc))
+            raise
 
     async def registry_for(self, graph: Graph) -> Registry:
         """The agent code in this process that continues `graph`; CannotContinue (nothing
@@ -597,8 +673,12 @@ class Runtime:
         return graph.run_id
 
     async def execute(self, graph: Graph, *, epoch: int | None = None) -> Outcome:
-        """Execute a freshly created (or already resumed) graph."""
-        return await RunExecutor(self, graph, resolve_agent(graph.agent), epoch=epoch).execute()
+        """Execute a freshly created (or already resumed) graph; reloaded from its log if
+        the log refuses an append (LogGap), as `continue_graph` says."""
+        try:
+            return await RunExecutor(self, graph, resolve_agent(graph.agent), epoch=epoch).execute()
+        except LogGap as gap:
+            return await self._reloaded(gap, graph, None, epoch)
 
     async def run_child(
         self,
@@ -698,6 +778,15 @@ class Runtime:
     async def outcome(self, run_id: str) -> Outcome:
         """The state of a run as its log tells it, without executing anything."""
         return await self._read_outcome(await self.load(run_id))
+
+
+def _taken_up_at(run_id: str, rows: Sequence[bytes]) -> int | None:
+    """The epoch of the log's last RunResumed (None: none), read from the end."""
+    for row in reversed(rows):
+        (record,) = decode_log(run_id, [row])
+        if record.HasField("run_resumed"):
+            return record.run_resumed.epoch
+    return None
 
 
 def parse_config(raw: bytes) -> dict[str, Any]:

@@ -22,12 +22,14 @@ from tether.foundation.core import Retry, StepResult
 from tether.foundation.errors import (
     CannotContinue,
     ChildPaused,
+    LogGap,
     NonDeterministicStep,
     RecordTooLarge,
     RunMustPause,
     StaleEpoch,
     StepBudgetExhausted,
     StepTimeout,
+    StoreFull,
 )
 from tether.model.records import BudgetUsed, Record, dump_json, encode, now_us, step_recorded
 
@@ -36,9 +38,18 @@ if TYPE_CHECKING:
 
 # A step without a policy of its own runs once.
 _ONCE = Retry()
-# Not a step's failure but the run's: a pause, a fence, an unreadable blob, a sub-agent run
-# this code cannot continue (a deploy in progress). Never retried.
-STOPS_NODE = (RunMustPause, ChildPaused, StaleEpoch, BlobError, CannotContinue)
+# Not a step's failure but the run's: a pause, a fence, a log that lost its tail (the run is
+# reloaded), an unreadable blob, a sub-agent run this code cannot continue (a deploy in
+# progress), a store with no space left (the run pauses). Never retried.
+STOPS_NODE = (
+    RunMustPause,
+    ChildPaused,
+    StaleEpoch,
+    LogGap,
+    BlobError,
+    CannotContinue,
+    StoreFull,
+)
 
 
 class StepJournal:

@@ -19,6 +19,19 @@ class StoreUnavailable(StoreError):
     """The database could not be reached; the operation may be retried."""
 
 
+class StoreFull(StoreError):
+    """The store has no space left for a write (SQLITE_FULL, PostgreSQL's disk_full): nothing
+    of that write landed, and what was recorded before is intact. Runs pause; once space
+    is freed, `tether resume` continues them."""
+
+    def __init__(self, store: str, detail: str) -> None:
+        super().__init__(
+            f"store {store}: no space left ({detail}); free space, then resume the paused runs"
+        )
+        self.store = store
+        self.detail = detail
+
+
 class ConflictingRecord(StoreError):
     """A different record already exists at this (run_id, seq)."""
 
@@ -41,6 +54,22 @@ class StaleEpoch(StoreError):
         )
         self.run_id = run_id
         self.epoch = epoch
+
+
+class LogGap(StoreError):
+    """An owner's append does not follow the log's last record: the log lost its tail
+    (a failover to an asynchronous standby), so the writer's view of the run is stale.
+    Nothing was written; the run is reloaded from what its log holds and continued."""
+
+    def __init__(self, run_id: str, seq: int, last_seq: int) -> None:
+        super().__init__(
+            f"run {run_id}: append at seq {seq} refused, the log's last record is at seq "
+            f"{last_seq} (it lost records this writer had appended, or never had them); "
+            "reload the run from its log"
+        )
+        self.run_id = run_id
+        self.seq = seq
+        self.last_seq = last_seq
 
 
 class LeaseLost(StaleEpoch):
@@ -269,6 +298,21 @@ class CannotShred(TetherError):
             "--shred deletes it"
         )
         self.run_id = run_id
+
+
+class ParentIsLive(RunIsLive):
+    """A sub-agent run whose parent (or a run above it) has not finished: deleting it would
+    take from the parent's tree a run it may still read back."""
+
+    def __init__(self, run_id: str, parent_run_id: str, status: str) -> None:
+        TetherError.__init__(
+            self,
+            f"run {run_id!r} was not deleted: it is a sub-agent run of {parent_run_id!r}, "
+            f"which is {status}; delete {parent_run_id!r} once it has finished (its "
+            "sub-agent runs go with it)",
+        )
+        self.run_id = run_id
+        self.parent_run_id = parent_run_id
 
 
 class EventRefused(TetherError):

@@ -10,7 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
@@ -372,8 +372,19 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error(exc.status_code, "http", str(exc.detail))
 
 
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    # The peer went away mid-body, or was cut for sending it too slowly: no one to answer,
+    # and nothing to log a traceback for.
+    return Response(status_code=400, headers={"Connection": "close"})
+
+
 def exception_handlers() -> dict[Any, Any]:
-    return {BadRequest: _bad_request, TetherError: _tether_error, HTTPException: _http_error}
+    return {
+        BadRequest: _bad_request,
+        TetherError: _tether_error,
+        HTTPException: _http_error,
+        ClientDisconnect: _client_gone,
+    }
 
 
 def routes() -> list[BaseRoute]:

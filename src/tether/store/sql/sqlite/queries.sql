@@ -4,10 +4,23 @@ INSERT INTO run_log (run_id, seq, record) VALUES (?, ?, ?)
 ON CONFLICT (run_id, seq) DO NOTHING;
 
 -- name: append_fenced
--- Append one record only while the run's epoch is the caller's.
+-- Append one record only while the run's epoch is the caller's (?4), and only if it follows
+-- the log's last record: seq 0, or the seq before it is held, as its own row or, for a
+-- fork, in a range it references (a log never gets a hole: docs/failure-model.md). The
+-- rows of one append are inserted in order, so each follows the one before it.
 INSERT INTO run_log (run_id, seq, record)
-SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND epoch = ?)
+SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ?1 AND epoch = ?4)
+  AND (?2 = 0
+       OR EXISTS (SELECT 1 FROM run_log WHERE run_id = ?1 AND seq = ?2 - 1)
+       OR EXISTS (SELECT 1 FROM run_refs WHERE run_id = ?1 AND from_seq <= ?2 - 1
+                  AND to_seq >= ?2 - 1))
 ON CONFLICT (run_id, seq) DO NOTHING;
+
+-- name: last_seq
+-- The log's last seq: its own rows' and the ranges it references (-1: none). Read only
+-- to judge a refused append.
+SELECT max(coalesce((SELECT max(seq) FROM run_log WHERE run_id = ?1), -1),
+           coalesce((SELECT max(to_seq) FROM run_refs WHERE run_id = ?1), -1));
 
 -- name: record_at
 -- The record already stored at a seq (to tell a retry from a conflict).
@@ -280,11 +293,13 @@ RETURNING epoch, cancel_requested;
 UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
        lease_until = :now + :ttl, updated_at = :now, wake_at = NULL
 WHERE run_id = :run_id AND parent_run_id IS NULL AND status = 'failed'
+  AND NOT cancel_requested
 RETURNING epoch, cancel_requested;
 
 -- name: request_cancel
--- Ask for a run to be cancelled, unless it has finished; returns its status then.
-UPDATE runs SET cancel_requested = (status NOT IN ('succeeded', 'failed', 'cancelled'))
+-- Ask for a run to be cancelled, unless it has finished (a finished run keeps its mark of
+-- being deleted, `seal`); returns its status then.
+UPDATE runs SET cancel_requested = cancel_requested OR (status NOT IN ('succeeded', 'failed', 'cancelled'))
 WHERE run_id = ?
 RETURNING status;
 
@@ -334,6 +349,20 @@ DELETE FROM run_log WHERE (run_id, seq) IN (
     LIMIT ?
 )
 RETURNING length(record);
+
+-- name: seal
+-- Mark the finished runs among the given ones (a JSON array) as being deleted
+-- (cancel_requested, which means nothing else on a finished run): `reopen` refuses them.
+UPDATE runs SET cancel_requested = 1
+WHERE run_id IN (SELECT value FROM json_each(?))
+  AND status IN ('succeeded', 'failed', 'cancelled')
+RETURNING run_id;
+
+-- name: unseal
+-- Take that mark off again (a delete that did not go ahead).
+UPDATE runs SET cancel_requested = 0
+WHERE run_id IN (SELECT value FROM json_each(?))
+  AND status IN ('succeeded', 'failed', 'cancelled');
 
 -- name: delete_runs
 -- Delete the rows of the finished runs among the given ones (a JSON array); the caller
