@@ -137,6 +137,12 @@ def _runs_retention(runs: argparse.ArgumentParser) -> None:
         "delete", help="delete a finished run, its sub-agent runs and blobs no other run uses"
     )
     delete.add_argument("run_id")
+    delete.add_argument(
+        "--shred",
+        action="store_true",
+        help="destroy the run's data key first (crypto-shredding): copies left anywhere (a "
+        "fork's rows, backups of the blobs, an exported .tlog) can no longer be read",
+    )
     delete.set_defaults(fn=commands.cmd_runs_delete, read_only=False)
     upgrade = runs_sub.add_parser(
         "upgrade",

@@ -541,9 +541,10 @@ async def cmd_runs_delete(store: Store, args: argparse.Namespace) -> int:
     from tether.ops import delete_run
 
     async with open_blobs(args.settings) as blobs:
-        report = await delete_run(store, args.run_id, blobs=blobs)
+        report = await delete_run(store, args.run_id, blobs=blobs, shred=args.shred)
     console.print(
-        f"deleted run {report.run_id} ({report.runs} runs with its sub-agent runs): "
+        (f"shredded {report.shredded} run keys, then " if args.shred else "")
+        + f"deleted run {report.run_id} ({report.runs} runs with its sub-agent runs): "
         f"{report.rows} log rows, {report.log_bytes} bytes; {report.blobs} blobs, "
         f"{report.blob_bytes} bytes"
         + (f"; kept {report.blobs_kept} blobs other runs point to" if report.blobs_kept else "")

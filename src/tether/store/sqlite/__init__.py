@@ -22,8 +22,10 @@ from tether.foundation.errors import (
 from tether.store.base import EVERY_RUN, LogStore, RunFilter, RunInfo, RunTable, Status, Store
 from tether.store.queries import load_migrations, load_queries
 from tether.store.sqlite.append import append_rows
+from tether.store.sqlite.dbtime import db_now
 from tether.store.sqlite.flow import SqliteLimits, SqliteRates, SqliteSchedules
 from tether.store.sqlite.forks import SqliteForks, fork_records
+from tether.store.sqlite.keys import SqliteKeys
 from tether.store.sqlite.leases import SqliteLeases
 from tether.store.sqlite.retention import SqliteRetention
 from tether.store.sqlite.workers import SqliteWorkers
@@ -166,7 +168,7 @@ class SqliteRuns(RunTable):
     ) -> None:
         """Insert the run's row and seq 0 in the caller's transaction (RunExists if taken)."""
         now = clock.now()  # creation time orders claims; tests set it
-        lease_until = None if lease_s is None else time.time() + lease_s
+        lease_until = None if lease_s is None else db_now(conn) + lease_s
         try:
             conn.execute(
                 Q["create_run"],
@@ -243,7 +245,7 @@ class SqliteRuns(RunTable):
                     "parent": where.parent_run_id,
                     "top": int(where.top_level),
                     "orphaned": None if where.orphaned is None else int(where.orphaned),
-                    "now": time.time(),  # leases are timed by this clock (sqlite_leases)
+                    "now": db_now(self._db.conn),  # leases are timed by the database's clock
                     "limit": limit,
                     "offset": offset,
                 }
@@ -255,6 +257,9 @@ class SqliteRuns(RunTable):
             ).fetchall()
 
         return [_info(r) for r in await self._db.call(work)]
+
+    async def clock(self) -> float:
+        return await self._db.call(lambda: db_now(self._db.conn))
 
     async def count_by_status(self) -> dict[Status, int]:
         rows = await self._db.call(lambda: self._db.conn.execute(Q["count_by_status"]).fetchall())
@@ -281,6 +286,7 @@ class SqliteStore(Store):
         self.forks = SqliteForks(self._db, self.runs)
         self.workers = SqliteWorkers(self._db)
         self.rates = SqliteRates(self._db)
+        self.keys = SqliteKeys(self._db)
         self.limits = SqliteLimits(self._db)
         self.schedules = SqliteSchedules(self._db)
 
