@@ -16,7 +16,7 @@ def test_entry_keeps_the_collector_off_what_was_imported() -> None:
     # first full collections do not walk them (`tether resume`'s window, issue 12).
     code = (
         "import gc\n"
-        "from tether import cli\n"
+        "from tether.cli import app as cli\n"
         "cli.main = lambda: print(gc.get_freeze_count(), flush=True) or 0\n"
         "cli.entry()\n"
     )
