@@ -140,6 +140,12 @@ class TetherClient:
             "POST", f"/v1/runs/{_q(run_id)}/resume", json={"budget": budget} if budget else {}
         )
 
+    async def retry(self, run_id: str) -> dict[str, Any]:
+        """Retry a failed run: its records stay, its failed nodes run again as new attempts,
+        then it continues (queued for a worker). ApiError 409 `run_not_failed` if the run did
+        not fail."""
+        return await self._call("POST", f"/v1/runs/{_q(run_id)}/retry")
+
     async def export(self, run_id: str, *, blobs: bool = False) -> AsyncIterator[bytes]:
         """The run, its sub-agent runs (and with `blobs`, their blobs) as a `.tlog` file,
         chunk by chunk as the server streams it (`tether import` or `import_tlog` reads it)."""

@@ -15,6 +15,7 @@ import pytest
 from tether import Budget, Runtime, Status, Store
 from tether.agent import Agent, tool
 from tether.testing import (
+    ClientError,
     CutStream,
     LocalModelServer,
     Message,
@@ -277,13 +278,30 @@ async def test_tokens_stream_to_listeners_and_never_to_the_log(
 
 
 @PROVIDERS
-async def test_a_provider_error_fails_the_node_with_its_message(
+async def test_a_model_the_provider_does_not_know_pauses_the_run(
     provider: str, models: LocalModelServer, store: Store
 ) -> None:
+    # A configuration error, not the handler's: the run pauses (nothing recorded for the
+    # turn) until the model name or the base URL is fixed and the run resumed.
     base = models.openai_base_url if provider == "openai" else models.anthropic_base_url
     agent = Agent(f"test-missing-{provider}", model=f"{provider}:script:nope", base_url=base)
     OPENED.append(agent)
     outcome = await agent.run(Runtime(store), "hello")
+    assert outcome.status is Status.PAUSED
+    assert outcome.reason.startswith(
+        f"model {provider}:script:nope: the provider does not know this model or endpoint (HTTP 404"
+    )
+    assert "nope" in outcome.reason and "then resume the run" in outcome.reason
+    assert len(models.requests_for("script:nope")) == 1  # not retried
+
+
+@PROVIDERS
+async def test_a_request_the_provider_refuses_fails_the_node_with_its_message(
+    provider: str, models: LocalModelServer, store: Store
+) -> None:
+    models.inject(ClientError(400, "context too long (scripted)"))
+    agent = make_agent(provider, models)
+    outcome = await agent.run(Runtime(store), "Research tether.")
     assert outcome.status is Status.FAILED
-    assert "ModelError: model call failed (404)" in outcome.reason
-    assert "nope" in outcome.reason
+    assert "ModelError: model call failed (400)" in outcome.reason
+    assert "context too long" in outcome.reason

@@ -471,3 +471,110 @@ async def test_node_kinds_no_registry_declares_are_counted_as_other(tmp_path: Pa
     [other] = re.findall(r'tether_node_duration_seconds_count\{kind="other"\} (\S+)', text)
     assert float(other) == 5  # the made-up agent's nodes
     assert re.search(r'tether_node_duration_seconds_count\{kind="spawn"\} 1\.0', text), text
+
+
+# -- bodies with deadlines ----------------------------------------------------------
+
+
+def _post_head(url: str, length: int, auth: bool) -> bytes:
+    host, _, port = url.removeprefix("http://").partition(":")
+    token = f"Authorization: Bearer {TOKEN}\r\n" if auth else ""
+    return (
+        f"POST /v1/runs HTTP/1.1\r\nHost: {host}:{port}\r\n{token}"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+async def _answer(reader: asyncio.StreamReader) -> tuple[int, str]:
+    """(status, head) of one answer, its body read too (it has a Content-Length)."""
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+    length = re.search(r"(?im)^content-length: *(\d+)", head)
+    await reader.readexactly(int(length.group(1)) if length else 0)
+    return int(head.split(" ", 2)[1]), head.lower()
+
+
+async def _closed(reader: asyncio.StreamReader) -> bool:
+    """Whether the server closed the connection (a reset too: it closed on unread bytes)
+    without sending anything more; waits for it."""
+    try:
+        return await reader.read() == b""
+    except ConnectionResetError:
+        return True
+
+
+async def _trickle(writer: asyncio.StreamWriter) -> None:
+    """A byte of the body at a time, as long as the server takes them."""
+    try:
+        while True:
+            writer.write(b" ")
+            await writer.drain()
+            await asyncio.sleep(0.3)  # pacing the trickle, not ordering the test
+    except (OSError, RuntimeError):
+        return  # the server closed the connection
+
+
+async def test_an_answer_before_the_body_closes_the_connection(tmp_path: Path) -> None:
+    # The issue's probe: 22 unauthenticated posts, each trickling its declared body after
+    # the 401, against 20 connections: none is kept, and /healthz answers throughout.
+    server = start_server(
+        tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", "--max-connections", "20"
+    )
+    trickles: list[asyncio.Task[None]] = []
+    writers: list[asyncio.StreamWriter] = []
+    try:
+        host, _, port = server.url.removeprefix("http://").partition(":")
+        async with asyncio.timeout(60):
+            for _ in range(22):
+                reader, writer = await asyncio.open_connection(host, int(port))
+                writers.append(writer)
+                writer.write(_post_head(server.url, 100_000, auth=False))
+                status, head = await _answer(reader)
+                assert status == 401 and "connection: close" in head, head
+                trickles.append(asyncio.create_task(_trickle(writer)))
+                assert await _closed(reader)  # however the peer trickles
+            async with httpx.AsyncClient(base_url=server.url) as http:
+                assert (await http.get("/healthz")).status_code == 200
+        lines = list(OUTPUT.get(server.proc.pid, []))
+    finally:
+        for task in trickles:
+            task.cancel()
+        await asyncio.gather(*trickles, return_exceptions=True)
+        for writer in writers:
+            writer.close()
+        assert server.stop() == 0
+    assert not [line for line in lines if "Traceback" in line], "".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("flags", "trickle"),
+    [
+        (("--body-read-timeout", "1", "--body-timeout", "600"), False),
+        (("--body-read-timeout", "600", "--body-timeout", "2"), True),
+    ],
+    ids=["between-reads", "in-total"],
+)
+async def test_a_body_too_slow_is_cut(
+    tmp_path: Path, flags: tuple[str, ...], trickle: bool
+) -> None:
+    server = start_server(tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", *flags)
+    task: asyncio.Task[None] | None = None
+    try:
+        host, _, port = server.url.removeprefix("http://").partition(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        # Authenticated: the route waits for the body, which comes a byte at a time or
+        # stops after its first bytes.
+        writer.write(_post_head(server.url, 100_000, auth=True) + b'{"agent": ')
+        if trickle:
+            task = asyncio.create_task(_trickle(writer))
+        async with asyncio.timeout(30):
+            assert await _closed(reader)  # cut, without an answer
+        writer.close()
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            assert (await http.get("/healthz")).status_code == 200
+        lines = list(OUTPUT.get(server.proc.pid, []))
+    finally:
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert server.stop() == 0
+    assert not [line for line in lines if "Traceback" in line], "".join(lines)

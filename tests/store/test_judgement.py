@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from tether.foundation.errors import ConflictingRecord, StaleEpoch, StoreError
-from tether.store.judgement import AppendFacts, judge_append
+from tether.foundation.errors import ConflictingRecord, LogGap, StaleEpoch, StoreError
+from tether.store.judgement import AppendFacts, check_consecutive, judge_append
 
 A, B, C = b"a", b"b", b"c"
 OK = None
@@ -102,3 +102,29 @@ def test_judge_append(
     if kind is StoreError:  # a backend that skipped a free seq: the message names the seqs
         free = [s for s, _ in entries if s not in stored]
         assert str(err.value) == f"run r: the append of seqs {free} was skipped without a conflict"
+
+
+@pytest.mark.parametrize(
+    ("entries", "last_seq", "outcome"),
+    [
+        ([(3, A)], 1, LogGap),  # the log lost seq 2 (or never had it)
+        ([(3, A), (4, B)], 1, LogGap),
+        ([(2, A)], 1, StaleEpoch),  # it follows: skipped by the fence (a race with a claim)
+        ([(0, A)], -1, StaleEpoch),  # seq 0 is never held to follow anything
+    ],
+)
+def test_judge_a_fenced_append_that_does_not_follow_the_log(
+    entries: Sequence[tuple[int, bytes]], last_seq: int, outcome: type[Exception]
+) -> None:
+    with pytest.raises(outcome) as err:
+        judge_append("r", entries, 3, AppendFacts(0, {}, 3, last_seq))
+    assert type(err.value) is outcome
+    if isinstance(err.value, LogGap):
+        assert (err.value.run_id, err.value.seq, err.value.last_seq) == ("r", 3, 1)
+
+
+def test_an_append_whose_seqs_do_not_follow_each_other_is_a_gap() -> None:
+    check_consecutive("r", [(1, A), (2, B)])
+    with pytest.raises(LogGap) as err:
+        check_consecutive("r", [(1, A), (3, B)])
+    assert (err.value.seq, err.value.last_seq) == (3, 1)

@@ -159,6 +159,12 @@ export class TetherClient {
     return this.call("POST", `/v1/runs/${encode(runId)}/resume`, { ...options, body });
   }
 
+  /** Retry a failed run: its records stay, its failed nodes run again as new attempts and it
+   * continues, queued for a worker. ApiError 409 `run_not_failed` if it did not fail. */
+  retry(runId: string, options: RequestOptions = {}): Promise<RunAccepted> {
+    return this.call("POST", `/v1/runs/${encode(runId)}/retry`, options);
+  }
+
   /** Deliver an event to the run's wait `key`; answered once it is in the run's log. With
    * `eventId`, a retried delivery is a no-op (`duplicate: true`). */
   signal(

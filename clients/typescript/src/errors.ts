@@ -23,6 +23,7 @@ export type KnownErrorCode =
   | "too_many_requests"
   | "run_exists"
   | "run_finished"
+  | "run_not_failed"
   | "run_busy"
   | "run_held"
   | "budget_spent"

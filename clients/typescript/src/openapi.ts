@@ -590,6 +590,80 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{run_id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** retry a failed run: everything it recorded stays, a RunResumed with `retry` is appended and the run is queued; each node that failed runs again as a new attempt numbered after its last, then the run continues (the run view's `retries` and each node's `attempts` show the history) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    run_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description retried: queued for a worker */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["RunAccepted"];
+                    };
+                };
+                /** @description malformed run id or parameter */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description missing or wrong bearer token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description no such run */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `run_not_failed`: the run did not fail (running, paused, waiting, queued, succeeded or cancelled), or is a sub-agent run (retry its parent) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs/{run_id}/fork": {
         parameters: {
             query?: never;
@@ -1870,7 +1944,12 @@ export interface components {
             blobs: number;
             already: boolean;
         };
-        Run: Record<string, unknown>;
+        Run: {
+            /** @description queued, running, paused, waiting, succeeded, failed or cancelled (the run's row; with `at`, the log's at that seq) */
+            status: string;
+            /** @description the status, or `orphaned` for a running run whose owner's lease ran out */
+            state: string;
+        };
         Workers: {
             workers: Record<string, unknown>[];
         };

@@ -190,6 +190,7 @@ function record(st: RunState, r: RunRecord): void {
     case "run_resumed":
       if (r["limits"]) st.budget.limits = r["limits"] as Record<string, number>;
       st.reason = "";
+      st.finished = false; // a failed run retried goes on
       break;
     case "run_paused":
     case "run_finished":

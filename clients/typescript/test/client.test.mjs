@@ -3,9 +3,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { TetherApiError, TetherClient } from "../dist/index.js";
+import { join } from "node:path";
+import { rmSync, writeFileSync } from "node:fs";
+
+import { applyEvents, emptyRunState, TetherApiError, TetherClient } from "../dist/index.js";
 import { backend, CHAIN, chainInput, chainNodes, exactlyOnceInOrder, postgresUp, startServer, TOKEN } from "./kit.mjs";
 
+const RETRY = "tests.retry_agents";
 const BACKENDS = ["sqlite", ...(process.env.TETHER_CLIENT_SKIP_POSTGRES || !postgresUp() ? [] : ["postgres"])];
 
 for (const kind of BACKENDS) {
@@ -14,7 +18,7 @@ for (const kind of BACKENDS) {
     before(async () => {
       b = backend(kind);
       // PostgreSQL: this server runs runs itself too (no separate worker needed here).
-      server = await startServer(b, { args: ["--workers", "embedded"] });
+      server = await startServer(b, { args: ["--workers", "embedded", "--agent", RETRY] });
       client = new TetherClient({ baseUrl: server.url, token: TOKEN });
     });
     after(async () => {
@@ -82,6 +86,28 @@ for (const kind of BACKENDS) {
       await assert.rejects(client.start({ agent: "not.served" }), (e) => e.status === 422 && e.code === "unknown_agent");
       await assert.rejects(client.start({ agent: CHAIN, priority: "high" }), (e) => e.status === 422 && e.code === "validation" && Array.isArray(e.details));
       await assert.rejects(client.removeSchedule("none-such"), (e) => e.status === 404 && e.code === "unknown_schedule");
+    });
+
+    test("a failed run retried: its stream goes on after the failure, each record once", async () => {
+      const outage = join(b.home, "outage");
+      writeFileSync(outage, "");
+      const { run_id } = await client.start({ agent: RETRY, input: { outage } });
+      const first = [];
+      for await (const event of client.events(run_id)) first.push(event);
+      assert.equal(first.at(-1).data.status, "failed");
+      await assert.rejects(client.resume(run_id), (e) => e.status === 409);
+      rmSync(outage);
+      const accepted = await client.retry(run_id);
+      assert.deepEqual([accepted.run_id, accepted.status], [run_id, "queued"]);
+      const rest = [];
+      for await (const event of client.events(run_id, { after: first.at(-1).seq })) rest.push(event);
+      exactlyOnceInOrder(assert, [...first, ...rest]);
+      assert.deepEqual([rest[0].data.body, rest.at(-1).data.status], ["run_resumed", "succeeded"]);
+      assert.deepEqual((await client.get(run_id)).result, ["answer after attempt 3", "steady"]);
+      await assert.rejects(client.retry(run_id), (e) => e instanceof TetherApiError && e.status === 409 && e.code === "run_not_failed");
+      // The whole log, folded: the retried run is finished, succeeded.
+      const state = applyEvents(emptyRunState(run_id), [...first, ...rest]);
+      assert.deepEqual([state.status, state.finished, state.records.length], ["succeeded", true, first.length + rest.length]);
     });
 
     // One backend is enough: the start limit is the server's, not the store's.

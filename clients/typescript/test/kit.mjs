@@ -121,19 +121,22 @@ export function startWorker(b, args = []) {
 }
 
 /**
- * A TCP proxy on 127.0.0.1 in front of `target` that cuts every connection once the
+ * A TCP proxy on 127.0.0.1 in front of `target` (or of each of several in turn) that cuts every connection once the
  * server has sent it `records` SSE records, or `ms` after it opened, whichever comes first
  * (a gateway with a short timeout, a replica going away). It cuts with a reset, mid-way
  * through whatever it was sending.
  */
 export async function cuttingProxy(target, { records = 2, ms = 1000 } = {}) {
-  const { hostname, port } = new URL(target);
-  const stats = { connections: 0, cuts: 0, records: 0 };
+  // Several targets: each connection goes to the next (a load balancer over replicas).
+  const targets = [target].flat().map((t) => new URL(t));
+  const stats = { connections: 0, cuts: 0, records: 0, byTarget: targets.map(() => 0) };
   const sockets = new Set();
   const pattern = "event: record";
   const server = net.createServer((client) => {
+    const which = stats.connections % targets.length;
     stats.connections += 1;
-    const upstream = net.connect(Number(port), hostname);
+    stats.byTarget[which] += 1;
+    const upstream = net.connect(Number(targets[which].port), targets[which].hostname);
     sockets.add(client).add(upstream);
     let seen = 0;
     let tail = "";

@@ -23,7 +23,7 @@ test("useRun in headless Chromium: records, live tokens, budget, a wait answered
     define: {
       "process.env.NODE_ENV": '"development"', // React's checks on, StrictMode's double effects
       __CHAIN__: JSON.stringify(CHAIN),
-      __CHAIN_INPUT__: JSON.stringify(chainInput(n, width, 0.1)),
+      __CHAIN_INPUT__: JSON.stringify(chainInput(n, width, 0.3)), // each turn streams for 0.3 s
       __APPROVAL__: JSON.stringify(APPROVAL),
     },
   });

@@ -5,7 +5,7 @@ from tether.agent.mcp import MCPServer, MCPUnavailable, mcp_server
 from tether.agent.messages import Message, ModelReply, ToolCallRequest, ToolSpec
 from tether.agent.pricing import cost_of, register_price
 from tether.agent.providers import AnthropicMessages, OpenAIChat, Provider, provider_for
-from tether.agent.retries import ModelError, ModelUnavailable
+from tether.agent.retries import ModelError, ModelNotConfigured, ModelUnavailable
 from tether.agent.tools import Tool, ToolArgumentsError, tool
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "MCPUnavailable",
     "Message",
     "ModelError",
+    "ModelNotConfigured",
     "ModelReply",
     "ModelUnavailable",
     "OpenAIChat",

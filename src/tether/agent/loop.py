@@ -12,7 +12,7 @@ from tether.agent.conversation import Conversations
 from tether.agent.mcp import MCPServer, tool_names
 from tether.agent.messages import Message, ToolSpec, tool_result, turn_messages
 from tether.agent.pricing import cost_of
-from tether.agent.providers import Provider, provider_for
+from tether.agent.providers import Provider, check_model, key_variable, provider_for, split_model
 from tether.agent.ratelimits import RateGate, estimate_tokens
 from tether.agent.retries import with_retries
 from tether.agent.tools import Tool, ToolArgumentsError
@@ -80,6 +80,7 @@ class Agent:
         base_url: str | None = None,
         api_key: str | None = None,
         model_attempts: int = 6,
+        model_backoff: float = 0.5,
         version: str | None = None,
         compatible: Iterable[str] | CompatibleFn | None = None,
         rate_key: str | None = None,
@@ -96,7 +97,11 @@ class Agent:
         self.description = description or f"Delegate a task to the {name} agent."
         self.base_url = base_url
         self.api_key = api_key
+        # Calls to the model on transient errors (connection refused, timeouts, 5xx, 429):
+        # attempts, the first wait between them (doubling; a Retry-After wins), then the run
+        # pauses (ModelUnavailable) until `tether resume`.
         self.model_attempts = model_attempts
+        self.model_backoff = model_backoff
         # The shared rate limit its model calls take from (default: the model, e.g.
         # "openai:gpt-4.1"; name an API key to share one limit across models), and limits
         # this code brings, stored unless one is set already (`tether limits set --model`).
@@ -152,12 +157,25 @@ class Agent:
                 fallback=self._tool_failed,
             )
         self.registry.add("tool", self._unknown_tool)
+        # Its model (and its sub-agents') checked before a run is recorded.
+        self.registry.add_check(lambda here: self.check_model(key=here))
 
     # -- running -------------------------------------------------------------------
 
     async def run(self, runtime: Runtime, prompt: str, *, budget: Budget | None = None) -> Outcome:
         """Start a run of this agent on `prompt` and execute it."""
         return await runtime.start(self.registry, {"prompt": prompt}, budget=budget or self.budget)
+
+    def check_model(self, *, key: bool = True) -> None:
+        """ModelNotConfigured if this agent's model or a sub-agent's cannot be called as
+        configured: an unknown provider; with `key`, no API key for a provider's own
+        endpoint (this process calls the model; a queued run's worker has its own settings)."""
+        if key:
+            check_model(self.model, base_url=self.base_url, api_key=self.api_key)
+        else:
+            split_model(self.model)
+        for sub in self.subagents.values():
+            sub.check_model(key=key)
 
     @property
     def provider(self) -> Provider:
@@ -246,6 +264,9 @@ class Agent:
             else contextlib.nullcontext(None)
         )
         with span as traced:
+            # A model this process cannot call (no key here, a provider unknown to this
+            # code) pauses the run, naming what to set: ModelNotConfigured.
+            check_model(self.model, base_url=self.base_url, api_key=self.api_key)
             # Made before the limit is taken: a new SDK client takes a while to set up, and
             # the call should reach the provider as soon as the limit lets it start.
             provider = self.provider
@@ -257,7 +278,10 @@ class Agent:
                     lambda: provider.complete(self.system, messages, specs, on_token),
                 ),
                 attempts=self.model_attempts,
+                backoff=self.model_backoff,
                 on_retry=ctx.emit,
+                model=self.model,
+                key_variable=None if self.api_key else key_variable(self.model),
             )
             cost = cost_of(self.model, reply.tokens_in, reply.tokens_out)
             if traced is not None:

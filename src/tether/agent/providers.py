@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from tether.agent.messages import Message, ModelReply, OnToken, ToolCallRequest, ToolSpec
+from tether.agent.retries import ModelNotConfigured
 
 # What to await right before a model request's bytes are sent (the shared rate limit's
 # wait, set by `tether.agent.ratelimits`): as late as can be, so the time a call is let
@@ -237,13 +238,52 @@ class AnthropicMessages(Provider):
         await self.client.close()
 
 
-def provider_for(spec: str, *, base_url: str | None = None, api_key: str | None = None) -> Provider:
-    """`openai:gpt-4.1`, `anthropic:claude-sonnet-4`; `base_url` for compatible endpoints."""
+# Each provider: its SDK's environment variables for the API key and the base URL.
+PROVIDERS = {
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+}
+
+
+def split_model(spec: str) -> tuple[str, str]:
+    """`openai:gpt-4.1` -> ("openai", "gpt-4.1"); ModelNotConfigured for anything else."""
     name, sep, model = spec.partition(":")
     if not sep or not model:
-        raise ValueError(f"model {spec!r}: write it as provider:model, e.g. 'openai:gpt-4.1'")
+        raise ModelNotConfigured(
+            repr(spec),
+            "write it as provider:model, e.g. 'openai:gpt-4.1' or 'anthropic:claude-sonnet-4'",
+        )
+    if name not in PROVIDERS:
+        raise ModelNotConfigured(
+            repr(spec), f"unknown provider {name!r} (use {' or '.join(PROVIDERS)})"
+        )
+    return name, model
+
+
+def key_variable(spec: str) -> str:
+    """The environment variable that holds the API key for `spec`'s provider."""
+    return PROVIDERS[split_model(spec)[0]][0]
+
+
+def check_model(spec: str, *, base_url: str | None = None, api_key: str | None = None) -> None:
+    """Refuse a model that cannot be called as configured, before any request: an unknown
+    provider, or no API key for a provider's own endpoint (a `base_url`, the agent's or from
+    the SDK's variable, is a compatible server that may need none). ModelNotConfigured,
+    naming the variable to set."""
+    name, _ = split_model(spec)
+    key_var, url_var = PROVIDERS[name]
+    if api_key or os.environ.get(key_var):
+        return
+    if base_url or os.environ.get(url_var):
+        return
+    raise ModelNotConfigured(
+        spec, f"no API key: set {key_var} (or pass api_key= to the agent)", variable=key_var
+    )
+
+
+def provider_for(spec: str, *, base_url: str | None = None, api_key: str | None = None) -> Provider:
+    """`openai:gpt-4.1`, `anthropic:claude-sonnet-4`; `base_url` for compatible endpoints."""
+    name, model = split_model(spec)
     if name == "openai":
         return OpenAIChat(model, base_url=base_url, api_key=api_key)
-    if name == "anthropic":
-        return AnthropicMessages(model, base_url=base_url, api_key=api_key)
-    raise ValueError(f"model {spec!r}: unknown provider {name!r} (use openai or anthropic)")
+    return AnthropicMessages(model, base_url=base_url, api_key=api_key)

@@ -145,6 +145,16 @@ def graph_tree(graph: Graph, title: str | None = None) -> Tree:
         else:
             text = Text(f"{state.spec.kind} {nid[:8]}  pending", style="yellow")
         branch = parent.add(text)
+        for failure in graph.failures_of(nid):  # the attempt history of a retried node
+            branch.add(
+                Text(
+                    f"attempt {failure.attempt} failed: {failure.error_type}: "
+                    f"{failure.message[:60]}",
+                    style="red",
+                )
+            )
+        if nc is not None and graph.failures_of(nid):
+            branch.add(Text(f"attempt {nc.attempt} {'fallback' if nc.fallback else 'completed'}"))
         for blob in nc.blobs if nc is not None else ():
             # Where the bytes are, how many, and their hash: enough to find and check them.
             branch.add(

@@ -77,22 +77,16 @@ async def upgrade(runtime: Runtime, run_id: str, to: str, *, ttl: float) -> Stat
     once it is held, against the log as it is then.
     """
     await _check_upgrade(runtime, await runtime.load(run_id), to)
-    claim = await runtime.store.leases.take(run_id, runtime.owner, ttl)
-    if claim is None:
-        raise await runtime.not_taken(run_id, "upgrade")
-    back = _as_it_was(None)
-    try:
+    # Given back as it was: runnable until its log is read, then as the log says.
+    async with runtime.keeper.hold(run_id, back=Status.QUEUED, ttl=ttl, what="upgrade") as held:
         graph = await runtime.load(run_id)
-        back = _as_it_was(graph)  # before the move is applied to it
+        held.give_back(*_as_it_was(graph))  # before the move is applied to it
         await _check_upgrade(runtime, graph, to)
         if graph.agent_version != to:
-            record = run_resumed(runtime.owner, claim.epoch, version=to)
-            await runtime.writer.resume(graph, record, epoch=claim.epoch, version=to)
-    finally:
-        status, reason, wake_at = back
-        await runtime.store.leases.release(run_id, claim.epoch, status, reason, wake_at=wake_at)
+            record = run_resumed(runtime.owner, held.epoch, version=to)
+            await runtime.writer.resume(graph, record, epoch=held.epoch, version=to)
     await runtime.store.leases.notify()
-    return status
+    return held.status
 
 
 async def _check_upgrade(runtime: Runtime, graph: Graph, to: str) -> None:

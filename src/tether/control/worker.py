@@ -21,7 +21,13 @@ from tether.control.routing import Routing
 from tether.engine.ownership import DEFAULT_LEASE_TTL, LeaseKeeper
 from tether.engine.runtime import Runtime
 from tether.foundation import faults, metrics
-from tether.foundation.errors import CannotContinue, StaleEpoch, StoreError, StoreUnavailable
+from tether.foundation.errors import (
+    CannotContinue,
+    LogGap,
+    StaleEpoch,
+    StoreError,
+    StoreUnavailable,
+)
 from tether.ops.retention import retention_pass
 from tether.store.base import Claim, Status
 from tether.store.workers import WorkerInfo
@@ -72,7 +78,12 @@ class Worker:
         # The leases of the runs it holds, renewed in one statement; a run whose lease is
         # lost or runs out has its task cancelled there (as for in-process runs).
         self.keeper = LeaseKeeper(
-            self.leases, self.owner, lease_ttl, on_cancel=self._cancel_asked, on_stop=self._stopped
+            self.leases,
+            runtime.store.runs,
+            self.owner,
+            lease_ttl,
+            on_cancel=self._cancel_asked,
+            on_stop=self._stopped,
         )
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._slot_freed = asyncio.Event()
@@ -182,9 +193,7 @@ class Worker:
                 sent = time.monotonic()
                 skip = self._skipped(sent)
                 try:
-                    claims = await self.leases.claim(
-                        self.owner, free, self.lease_ttl, skip=skip, serves=self.routing.serves()
-                    )
+                    claims = await self.keeper.claim(free, skip=skip, serves=self.routing.serves())
                     delay = 0.05
                     # Fewer than it could take: look at the runs its versions leave out
                     # (agents not resolved yet, runs of versions its code may continue).
@@ -288,6 +297,10 @@ class Worker:
                 epoch,
             )
             self._count("fenced")
+        except LogGap as exc:
+            # Its log kept refusing appends after reloads: give it back for a fresh take-up.
+            log.error("run %s: %s; giving it back queued", run_id, exc)
+            await self._release(claim, Status.QUEUED, f"reload after a lost log tail: {exc}")
         except StoreUnavailable as exc:
             # The lease runs out and another worker (or this one) takes the run up again.
             log.error("run %s: store unavailable (%s); leaving it to its lease", run_id, exc)
@@ -301,7 +314,7 @@ class Worker:
         delay, give_up = 0.05, time.monotonic() + self.runtime.store_retry_s
         while True:
             try:
-                released = await self.leases.release(claim.run_id, claim.epoch, status, reason)
+                released = await self.keeper.release(claim.run_id, claim.epoch, status, reason)
                 break
             except StoreUnavailable as exc:
                 if time.monotonic() > give_up:
@@ -311,8 +324,7 @@ class Worker:
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-        if not released:
-            log.warning("run %s: release at epoch %d was fenced off", claim.run_id, claim.epoch)
+        if not released:  # (the keeper said so in the log)
             self._count("fenced")
             return
         self._released(claim, status, reason)

@@ -72,7 +72,7 @@ async def deliver(
             if done is not None:
                 return done
         else:
-            claim = await rt.store.leases.take(run_id, rt.owner, HOLD_TTL_S)
+            claim = await rt.keeper.take(run_id, ttl=HOLD_TTL_S)
             if claim is not None:
                 return await _deliver_held(
                     rt, run_id, key, payload, event_id, claim.epoch, info.status, info.reason
@@ -120,7 +120,7 @@ async def _deliver_held(
         seq = await _append_event(rt, graph, key, payload, event_id, epoch)
         status, reason, wake_at = _given_back(graph, was, was_reason)
     finally:
-        await rt.store.leases.release(run_id, epoch, status, reason, wake_at=wake_at)
+        await rt.keeper.release(run_id, epoch, status, reason, wake_at=wake_at)
     return Delivered(run_id, key, seq, seq is None, status)
 
 
@@ -152,7 +152,7 @@ async def _deliver_to_child(
     if row is None:
         raise UnknownRun(chain[-1])
     top = row
-    claim = await rt.store.leases.take(top.run_id, rt.owner, HOLD_TTL_S)
+    claim = await rt.keeper.take(top.run_id, ttl=HOLD_TTL_S)
     if claim is None:
         return None
     seq = None
@@ -165,7 +165,7 @@ async def _deliver_to_child(
         seq = await _append_event(rt, await rt.load(run_id), key, payload, event_id, epoch)
         status, reason, wake_at = _given_back(await rt.load(top.run_id), top.status, top.reason)
     finally:
-        await rt.store.leases.release(top.run_id, claim.epoch, status, reason, wake_at=wake_at)
+        await rt.keeper.release(top.run_id, claim.epoch, status, reason, wake_at=wake_at)
     return Delivered(run_id, key, seq, seq is None, status)
 
 

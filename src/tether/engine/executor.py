@@ -494,7 +494,7 @@ class RunExecutor:
         g, rt = self.graph, self.runtime
         reason = f"{exc.why} ({rt.owner}); waiting for a worker that can continue it"
         if self.epoch is not None:
-            await rt.store.leases.release(g.run_id, self.epoch, Status.QUEUED, reason)
+            await rt.keeper.release(g.run_id, self.epoch, Status.QUEUED, reason)
         else:
             await rt.store.runs.set_status(g.run_id, Status.QUEUED, reason=reason)
         log.warning("run %s: %s; given back queued", g.run_id, exc.why)
@@ -529,7 +529,9 @@ class RunExecutor:
             if events.event_listeners:  # no event built for nobody: this runs for every node
                 events.emit(self.graph.run_id, node_id, {"type": "node_started", "kind": kind})
             parents = self.graph.parents_of(node_id, spec)
-            attempt = 0
+            # A retried run's failed node: its attempts are numbered after its last recorded
+            # one, and it gets its retry policy's attempts again.
+            attempt = self.graph.last_attempt(node_id)
             while True:
                 attempt += 1
                 node = make_node(node_id, kind, parents, node_input, attempt)
@@ -570,7 +572,8 @@ class RunExecutor:
         """What an attempt that raised `exc` records: None to try again (after the back-off),
         else its failure, with its fallback's record if the handler has one that returns."""
         node, run_id = ctx.node, self.graph.run_id
-        attempt = node.attempt
+        # This node's attempts since the run's last retry (all of them, if never retried).
+        attempt = node.attempt - self.graph.last_attempt(node.node_id)
         if isinstance(exc, ExceptionGroup):
             # A handler's task group (a framework running tools at once) wraps a step's
             # pause or fence: unwrap it, so the run pauses instead of failing.
@@ -579,15 +582,19 @@ class RunExecutor:
                 raise stop from exc
         retryable = isinstance(exc, handler.retry.retry_on) and not isinstance(exc, _PERMANENT)
         if retryable and attempt < handler.retry.attempts:
-            log.info("run %s node %s attempt %d failed: %r", run_id, node.node_id, attempt, exc)
+            log.info(
+                "run %s node %s attempt %d failed: %r", run_id, node.node_id, node.attempt, exc
+            )
             await self._backoff(handler.retry.delay(attempt))
             return None
-        failed = self._failed_record(spec, exc, attempt, retryable=retryable)
+        failed = self._failed_record(spec, exc, node.attempt, retryable=retryable)
         if handler.fallback is None:
             return [failed]
         try:
             out = await handler.fallback(ctx, node, exc)
-            done = await self._completed_record(ctx, out, attempt, started_us, t0, fallback=True)
+            done = await self._completed_record(
+                ctx, out, node.attempt, started_us, t0, fallback=True
+            )
         except STOPS_NODE:
             raise
         except Exception as fb_exc:

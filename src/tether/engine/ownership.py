@@ -9,10 +9,13 @@ unrenewed (the store is unreachable), the keeper cancels the task that executes 
 at once: the old owner's handlers stop, so none of its side effects happens after it
 learned it lost the run, and whatever it would append is fenced off anyway.
 
-Workers (`tether.control.worker`) keep their claims here; `Runtime.start` and
-`Runtime.resume` hold theirs with `holding`, which raises `LeaseLost` when the run was
-stopped so. A process that dies stops renewing: once its leases run out, a worker adopts
-its runs, and `tether resume` takes them.
+Every lease is taken, claimed and given back here (`take`, `claim`, `release`, `hold`),
+the last record's release excepted (`RecordWriter.finish` appends it with the release in
+one transaction). `admissible` is the one answer to "may this run continue". Workers
+(`tether.control.worker`) keep their claims here; `Runtime.start` and `Runtime.resume`
+hold theirs with `holding`, which raises `LeaseLost` when the run was stopped so. A
+process that dies stops renewing: once its leases run out, a worker adopts its runs, and
+`tether resume` takes them.
 """
 
 from __future__ import annotations
@@ -20,16 +23,58 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from tether.foundation import metrics
-from tether.foundation.errors import LeaseLost, StoreError
-from tether.store.base import Claim, Leases
+from tether.foundation.core import Budget
+from tether.foundation.errors import (
+    LeaseLost,
+    RunBusy,
+    RunNotResumable,
+    StoreError,
+    TetherError,
+    UnknownRun,
+)
+from tether.model.budgets import refuse_spent
+from tether.model.graph import Graph
+from tether.model.records import limits_of
+from tether.store.base import Claim, Leases, RunTable, Serves, Status
 
 log = logging.getLogger("tether.engine.ownership")
 
 DEFAULT_LEASE_TTL = 5.0
+
+
+def admissible(graph: Graph, budget: Budget | None = None) -> None:
+    """Raise why a run may not continue, else nothing: RunNotResumable if it finished,
+    BudgetSpent if its budget (or `budget`, replacing it) is spent."""
+    if graph.finished is not None:
+        raise RunNotResumable(
+            f"run {graph.run_id} has finished ({graph.status}); nothing to resume"
+        )
+    refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
+
+
+@dataclass(slots=True)
+class Held:
+    """A run held by `LeaseKeeper.hold`, and how it is given back when the block ends."""
+
+    claim: Claim
+    status: Status
+    reason: str | None = None
+    wake_at: float | None = None
+
+    @property
+    def epoch(self) -> int:
+        return self.claim.epoch
+
+    def give_back(
+        self, status: Status, reason: str | None = None, wake_at: float | None = None
+    ) -> None:
+        """Release the run with this status when the block ends."""
+        self.status, self.reason, self.wake_at = status, reason, wake_at
 
 
 class LeaseKeeper:
@@ -38,6 +83,7 @@ class LeaseKeeper:
     def __init__(
         self,
         leases: Leases,
+        runs: RunTable,
         owner: str,
         ttl: float,
         *,
@@ -47,6 +93,7 @@ class LeaseKeeper:
         if ttl <= 0:
             raise ValueError(f"lease_ttl must be positive, not {ttl}")
         self.leases = leases
+        self.runs = runs
         self.owner = owner
         self.ttl = ttl
         self._on_cancel = on_cancel  # a cancel asked through the store
@@ -61,6 +108,88 @@ class LeaseKeeper:
         self._task: asyncio.Task[None] | None = None
         # Statements sent (one per renewal of all held runs): bench/lease_cost.py reads it.
         self.statements = 0
+
+    # -- taking and giving back ------------------------------------------------
+
+    async def take(
+        self, run_id: str, *, ttl: float | None = None, force: bool = False
+    ) -> Claim | None:
+        """Take one top-level run at a new epoch; None if held (unless `force`), finished,
+        a sub-agent run or unknown (`not_taken` says which)."""
+        return await self.leases.take(run_id, self.owner, ttl or self.ttl, force=force)
+
+    async def reopen(self, run_id: str, *, ttl: float | None = None) -> Claim | None:
+        """Take a failed run to retry it, at a new epoch; None if it did not fail."""
+        return await self.leases.reopen(run_id, self.owner, ttl or self.ttl)
+
+    async def claim(
+        self, limit: int, *, skip: Sequence[str] = (), serves: Serves | None = None
+    ) -> list[Claim]:
+        """Claim up to `limit` runnable runs (a worker's claim)."""
+        return await self.leases.claim(self.owner, limit, self.ttl, skip=skip, serves=serves)
+
+    async def release(
+        self,
+        run_id: str,
+        epoch: int | None,
+        status: Status,
+        reason: str | None = None,
+        *,
+        wake_at: float | None = None,
+    ) -> bool:
+        """Give a run back with `status`; False if fenced off (another epoch holds it)."""
+        released = await self.leases.release(run_id, epoch, status, reason, wake_at=wake_at)
+        if not released:
+            log.warning("run %s: release at epoch %s was fenced off", run_id, epoch)
+        return released
+
+    @asynccontextmanager
+    async def hold(
+        self,
+        run_id: str,
+        *,
+        back: Status,
+        reason: str | None = None,
+        ttl: float | None = None,
+        force: bool = False,
+        what: str = "resume",
+    ) -> AsyncIterator[Held]:
+        """Take a run for the block and give it back on every path, errors included,
+        with `back` (and `reason`) unless the block says otherwise (`Held.give_back`).
+        Raises what `not_taken` says if the run is not to be had."""
+        claim = await self.take(run_id, ttl=ttl, force=force)
+        if claim is None:
+            raise await self.not_taken(run_id, what)
+        held = Held(claim, back, reason)
+        try:
+            yield held
+        finally:
+            await self.release(run_id, claim.epoch, held.status, held.reason, wake_at=held.wake_at)
+
+    async def not_taken(self, run_id: str, what: str) -> TetherError:
+        """Why a run could not be taken: UnknownRun, RunNotResumable or RunBusy."""
+        info = await self.runs.get(run_id)
+        if info is None:
+            return UnknownRun(run_id)
+        if info.status.finished:
+            return RunNotResumable(f"run {run_id} has finished ({info.status}); cannot {what}")
+        if info.parent_run_id is not None:
+            return RunNotResumable(
+                f"run {run_id} is a sub-agent run of {info.parent_run_id}; {what} its parent"
+            )
+        left = None
+        if info.lease_until is not None:
+            left = info.lease_until - await self.runs.clock()
+        held = f" by {info.owner}" if info.owner else ""
+        lease = "" if left is None else f", lease {max(left, 0.0):.1f}s left"
+        return RunBusy(
+            f"run {run_id} is {info.status.value}{held}{lease}; nothing to {what} now",
+            run_id=run_id,
+            owner=info.owner,
+            lease_left=left,
+        )
+
+    # -- keeping ---------------------------------------------------------------
 
     @property
     def held(self) -> int:
@@ -136,7 +265,11 @@ class LeaseKeeper:
             while (now := time.monotonic()) < beat_at:
                 expiries = [at + self.ttl for at in self._renewed.values()]
                 await asyncio.sleep(max(0.0, min([beat_at, *expiries]) - now))
-                self._stop_expired()
+                if any(time.monotonic() >= at for at in expiries):
+                    # A lease ran out while this loop slept (the event loop was held up,
+                    # or the last renewal failed at once): the renewal says whether the
+                    # run was taken meanwhile; one that does not land stops it.
+                    break
             await self.renew()
 
     async def renew(self) -> None:
@@ -146,10 +279,12 @@ class LeaseKeeper:
         if not held:
             return
         sent = time.monotonic()
-        # Bounded by the next expiry too: a renewal stuck on a partitioned connection must
-        # not keep the keeper from stopping a run the moment its lease runs out.
-        expiries = [at + self.ttl for at in self._renewed.values()]
-        bound = min([sent + self.ttl / 3, *expiries]) - sent
+        # Bounded by the next expiry: a renewal stuck on a partitioned connection must not
+        # keep the keeper from stopping a run the moment its lease runs out, and a slow one
+        # (a loaded store) has until then to land.
+        bound = min(at + self.ttl for at in self._renewed.values()) - sent
+        if bound <= 0:  # past an expiry already: one prompt try, then the run stops
+            bound = self.ttl / 3
         try:
             async with asyncio.timeout(max(0.0, bound)):
                 renewal = await self.leases.renew(self.owner, held, self.ttl)

@@ -110,6 +110,8 @@ class Registry:
         self.input = InputShape(input) if input is not None else None
         self.default_input = default_input
         self._handlers: dict[str, HandlerSpec] = {}
+        # What must hold before a run of this agent is recorded (`add_check`).
+        self._checks: list[Callable[[bool], None]] = []
         _REGISTRIES[name] = self
 
     def node(
@@ -154,6 +156,19 @@ class Registry:
         if value is None and self.default_input is not NO_DEFAULT:
             value = self.default_input
         return value if self.input is None else self.input.check(self.name, value)
+
+    def add_check(self, check: Callable[[bool], None]) -> None:
+        """Call `check(here)` before a run of this agent is recorded; it raises (a TetherError
+        naming what to fix) to refuse the run, and nothing is recorded. `here` says whether
+        this process executes the run (`Runtime.start`), or queues it for a worker that may
+        be configured otherwise (`submit`, a schedule): an agent checks its model's API key
+        only then, and its provider always."""
+        self._checks.append(check)
+
+    def check_ready(self, *, here: bool) -> None:
+        """Run the checks `add_check` registered (before a run is recorded)."""
+        for check in self._checks:
+            check(here)
 
     def get(self, kind: str) -> HandlerSpec:
         spec = self._handlers.get(kind)

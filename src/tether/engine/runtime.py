@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -16,7 +17,7 @@ from tether.engine.bus import EventBus
 from tether.engine.continuity import check_run
 from tether.engine.delivery import Delivered, deliver
 from tether.engine.executor import Outcome, RunExecutor
-from tether.engine.ownership import DEFAULT_LEASE_TTL, LeaseKeeper
+from tether.engine.ownership import DEFAULT_LEASE_TTL, LeaseKeeper, admissible
 from tether.engine.registry import Registry, resolve_agent
 from tether.engine.writer import RecordWriter
 from tether.foundation import eager
@@ -30,20 +31,20 @@ from tether.foundation.errors import (
     ChildWaiting,
     ConflictingRecord,
     CorruptRecord,
+    LogGap,
     RecordTooLarge,
-    RunBusy,
     RunExists,
     RunNotResumable,
-    TetherError,
     UnknownAgent,
     UnknownRun,
     UnknownSeq,
 )
 from tether.foundation.ids import ROOT_ID, check_run_id, child_run_id, new_run_id
-from tether.model.budgets import Change, refuse_spent
+from tether.model.budgets import Change
 from tether.model.columns import applied, applied_turns
 from tether.model.graph import Graph
 from tether.model.records import (
+    decode_log,
     dump_json,
     limits_of,
     run_finished,
@@ -57,6 +58,11 @@ from tether.store.base import Claim, RunInfo, Status, Store
 from tether.store.limits import check_key, check_priority
 
 DEFAULT_RECORD_CAP = 64 * 1024
+# How many times one execution reloads a run whose log refused an append (LogGap) before it
+# gives up: each reload follows a loss of the log's tail, which a failover makes once.
+MAX_RELOADS = 5
+
+log = logging.getLogger("tether.engine.runtime")
 
 
 class Runtime:
@@ -103,7 +109,7 @@ class Runtime:
         self.executing: dict[str, RunExecutor] = {}
         # Runs started or resumed here are owned under a lease, as a worker's claims are.
         self.keeper = LeaseKeeper(
-            store.leases, self.owner, lease_ttl, on_cancel=self.request_cancel
+            store.leases, store.runs, self.owner, lease_ttl, on_cancel=self.request_cancel
         )
 
     @property
@@ -268,6 +274,7 @@ class Runtime:
         if parent is None:  # checked at the door: nothing is recorded for a bad input or id
             run_id = check_run_id(run_id) if run_id is not None else new_run_id()
             input = registry.check_input(input)
+            registry.check_ready(here=status is Status.RUNNING)
             key, priority = check_key(key) or None, check_priority(priority)
             await self._store_limit_defaults(name, registry)
         run_id = run_id or new_run_id()
@@ -392,9 +399,9 @@ class Runtime:
         if claim is None and graph is None:  # read first, taken while it is built
             claim, graph = await self.take_loading(run_id, force=force)
         elif claim is None:
-            claim = await self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force)
+            claim = await self.keeper.take(run_id, force=force)
         if claim is None:
-            raise await self.not_taken(run_id, "resume")
+            raise await self.keeper.not_taken(run_id, "resume")
         async with self.keeper.holding(claim):
             if claim.cancel:  # asked to cancel while nobody held it: record that instead
                 return await self.cancel(run_id, epoch=claim.epoch)
@@ -409,16 +416,15 @@ class Runtime:
         else:
             executor = await self._take_up_as_loaded(loaded, budget, epoch)
             if executor is not None:
-                return await executor.execute()
+                try:
+                    return await executor.execute()
+                except LogGap as gap:
+                    return await self._reloaded(gap, executor.graph, budget, epoch)
             graph = await self.catch_up(loaded)
-        if graph.finished is not None:
-            # Its row may still say otherwise (a log written before finishes were atomic).
-            await self.store.leases.release(run_id, epoch, graph.status, graph.reason or None)
-            raise RunNotResumable(f"run {run_id} has finished ({graph.status}); nothing to resume")
-        try:  # paused by its budget: resuming must raise what ran out
-            refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
-        except BudgetSpent:
-            await self.store.leases.release(run_id, epoch, graph.status, graph.reason or None)
+        try:  # finished (its row may still say otherwise), or paused by its budget
+            admissible(graph, budget)
+        except (RunNotResumable, BudgetSpent):
+            await self.keeper.release(run_id, epoch, graph.status, graph.reason or None)
             raise
         return await self.continue_graph(graph, budget=budget, epoch=epoch)
 
@@ -430,14 +436,12 @@ class Runtime:
         holds, so then the append is refused (ConflictingRecord) and writes nothing. None
         when the graph may be behind: a conflict, or a refusal (finished, budget spent,
         code that cannot continue it), which is only ever said of a graph caught up."""
-        if graph.finished is not None:
-            return None
         try:
-            refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
+            admissible(graph, budget)
             registry = await self.registry_for(graph)
             executor = RunExecutor(self, graph, registry, epoch=epoch)
             await self._record_resumed(graph, registry, budget, epoch)
-        except (BudgetSpent, CannotContinue, ConflictingRecord):
+        except (RunNotResumable, BudgetSpent, CannotContinue, ConflictingRecord, LogGap):
             return None
         return executor
 
@@ -455,12 +459,11 @@ class Runtime:
         """
         if not self.store.io_beside_work:
             graph = await self.load(run_id)
-            claim = await self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force)
-            return claim, graph
+            return await self.keeper.take(run_id, force=force), graph
         rows = await self._rows(run_id)
         taking = eager.start(
             asyncio.get_running_loop(),
-            self.store.leases.take(run_id, self.owner, self.lease_ttl, force=force),
+            self.keeper.take(run_id, force=force),
         )
         try:
             graph = await applied_turns(Graph(run_id), rows)
@@ -468,64 +471,110 @@ class Runtime:
             (taken,) = await asyncio.gather(taking, return_exceptions=True)
             if isinstance(taken, Claim):
                 why = f"resume could not rebuild the run: {type(exc).__name__}: {exc}"
-                await self.store.leases.release(run_id, taken.epoch, Status.PAUSED, why)
+                await self.keeper.release(run_id, taken.epoch, Status.PAUSED, why)
             raise
         return await taking, graph
 
     async def give_back(self, claim: Claim, graph: Graph) -> None:
         """Release a claim from `take_loading` of a paused run that is not resumed after
         all (its budget is spent): paused again, for the reason its log gives."""
-        await self.store.leases.release(
-            claim.run_id, claim.epoch, Status.PAUSED, graph.reason or None
-        )
-
-    async def not_taken(self, run_id: str, what: str) -> TetherError:
-        """Why a run could not be taken: UnknownRun, RunNotResumable or RunBusy."""
-        info = await self.store.runs.get(run_id)
-        if info is None:
-            return UnknownRun(run_id)
-        if info.status.finished:
-            return RunNotResumable(f"run {run_id} has finished ({info.status}); cannot {what}")
-        if info.parent_run_id is not None:
-            return RunNotResumable(
-                f"run {run_id} is a sub-agent run of {info.parent_run_id}; {what} its parent"
-            )
-        left = None
-        if info.lease_until is not None:
-            left = info.lease_until - await self.store.runs.clock()
-        held = f" by {info.owner}" if info.owner else ""
-        lease = "" if left is None else f", lease {max(left, 0.0):.1f}s left"
-        return RunBusy(
-            f"run {run_id} is {info.status.value}{held}{lease}; nothing to {what} now",
-            run_id=run_id,
-            owner=info.owner,
-            lease_left=left,
-        )
+        await self.keeper.release(claim.run_id, claim.epoch, Status.PAUSED, graph.reason or None)
 
     async def continue_graph(
-        self, graph: Graph, *, budget: Budget | None = None, epoch: int | None = None
+        self,
+        graph: Graph,
+        *,
+        budget: Budget | None = None,
+        epoch: int | None = None,
+        retry: bool = False,
     ) -> Outcome:
         """Record that the run is taken up again (moved to this code's version, if it was on
-        a compatible one), then execute it."""
+        a compatible one; with `retry`, a failed run reopened: `tether.control.actions.retry`),
+        then execute it.
+
+        An append the log refuses because it does not follow the log's last record
+        (LogGap: the log lost its tail, as after a failover to an asynchronous standby)
+        means this process's view of the run is stale: the execution stops, the run is read
+        again from its log and continued from what it holds, so the nodes whose records
+        were lost run again, once (`MAX_RELOADS` times at most, then LogGap)."""
+        try:
+            return await self._continue(graph, budget, epoch, retry=retry)
+        except LogGap as gap:
+            return await self._reloaded(gap, graph, budget, epoch, retry=retry)
+
+    async def _reloaded(
+        self,
+        gap: LogGap,
+        graph: Graph,
+        budget: Budget | None,
+        epoch: int | None,
+        *,
+        retry: bool = False,
+    ) -> Outcome:
+        """After the log refused an append of `graph` (LogGap): the run read again from its
+        log and continued at the same epoch, again while the log refuses (`continue_graph`
+        says why). Its RunResumed is recorded again (with `budget`, if given) only if the
+        log lost the one that took it up at this epoch: one take-up an epoch (a retry's
+        too, which then finds the run failed again and reopens it again)."""
+        for _ in range(MAX_RELOADS):
+            rows = await self._rows(graph.run_id)
+            held = applied(Graph(graph.run_id), rows)
+            kept = set(held.order)
+            lost = [node_id for node_id in graph.order if node_id not in kept]
+            log.warning(
+                "run %s: %s; reloaded from its log, continuing after seq %d (%d nodes whose "
+                "records were lost run again: %s)",
+                graph.run_id,
+                gap,
+                held.next_seq - 1,
+                len(lost),
+                ", ".join(lost[:10]) + (" ..." if len(lost) > 10 else ""),
+            )
+            graph = held
+            reopen = retry and graph.finished is not None  # the retry's own record was lost
+            if graph.finished is not None and not reopen:  # (its last record held)
+                return await self._read_outcome(graph)
+            try:
+                if not reopen and epoch is not None and _taken_up_at(graph.run_id, rows) == epoch:
+                    executor = RunExecutor(self, graph, await self.registry_for(graph), epoch=epoch)
+                    return await executor.execute()
+                return await self._continue(graph, budget, epoch, retry=reopen)
+            except LogGap as exc:
+                gap = exc
+        raise gap
+
+    async def _continue(
+        self, graph: Graph, budget: Budget | None, epoch: int | None, *, retry: bool = False
+    ) -> Outcome:
         try:
             registry = await self.registry_for(graph)
         except CannotContinue as exc:
             if epoch is not None:  # give it back queued, with why, for a worker that can
+                if retry:  # reopened all the same: code that can continue it does
+                    reopened = run_resumed(self.owner, epoch, retry=True)
+                    await self.writer.write(graph, reopened, epoch=epoch)
                 reason = f"{exc.why} ({self.owner}); waiting for a worker that can continue it"
-                await self.store.leases.release(graph.run_id, epoch, Status.QUEUED, reason)
+                await self.keeper.release(graph.run_id, epoch, Status.QUEUED, reason)
             raise
         executor = RunExecutor(self, graph, registry, epoch=epoch)
-        await self._record_resumed(graph, registry, budget, epoch)
+        await self._record_resumed(graph, registry, budget, epoch, retry=retry)
         return await executor.execute()
 
     async def _record_resumed(
-        self, graph: Graph, registry: Registry, budget: Budget | None, epoch: int | None
+        self,
+        graph: Graph,
+        registry: Registry,
+        budget: Budget | None,
+        epoch: int | None,
+        *,
+        retry: bool = False,
     ) -> None:
         """Append RunResumed (moving the run to `registry`'s version, if it was on another
-        compatible one) with its status RUNNING, and apply it."""
+        compatible one; `retry`: reopening a failed run) with its status RUNNING, and apply
+        it."""
         limits = limits_of(budget) if budget is not None else None
         moved = registry.version if graph.agent_version not in ("", registry.version) else ""
-        resumed = run_resumed(self.owner, epoch, limits, version=moved)
+        resumed = run_resumed(self.owner, epoch, limits, version=moved, retry=retry)
         await self.writer.resume(graph, resumed, epoch=epoch, version=moved or None)
 
     async def registry_for(self, graph: Graph) -> Registry:
@@ -569,8 +618,12 @@ class Runtime:
         return graph.run_id
 
     async def execute(self, graph: Graph, *, epoch: int | None = None) -> Outcome:
-        """Execute a freshly created (or already resumed) graph."""
-        return await RunExecutor(self, graph, resolve_agent(graph.agent), epoch=epoch).execute()
+        """Execute a freshly created (or already resumed) graph; reloaded from its log if
+        the log refuses an append (LogGap), as `continue_graph` says."""
+        try:
+            return await RunExecutor(self, graph, resolve_agent(graph.agent), epoch=epoch).execute()
+        except LogGap as gap:
+            return await self._reloaded(gap, graph, None, epoch)
 
     async def run_child(
         self,
@@ -597,7 +650,21 @@ class Runtime:
         except RunExists:
             graph = await self.load(run_id)
             fresh = False
-        if graph.finished is not None:
+        retrying = (
+            graph.status is Status.FAILED
+            and graph.finished is not None
+            and parent.graph.last_attempt(node_id) > 0
+        )
+        if retrying:
+            # The parent's node failed before and runs again (the parent was retried): its
+            # failed sub-agent run is retried with it, at a child epoch as any write of it.
+            epoch = None
+            if parent.epoch is not None:
+                epoch = await self.store.leases.adopt_child(
+                    run_id, self.owner, parent.graph.run_id, parent.epoch
+                )
+            outcome = await self.continue_graph(graph, epoch=epoch, retry=True)
+        elif graph.finished is not None:
             await self._settle_child_row(parent, graph)
             outcome = await self._read_outcome(graph)
         elif parent.epoch is not None:
@@ -656,6 +723,15 @@ class Runtime:
     async def outcome(self, run_id: str) -> Outcome:
         """The state of a run as its log tells it, without executing anything."""
         return await self._read_outcome(await self.load(run_id))
+
+
+def _taken_up_at(run_id: str, rows: Sequence[bytes]) -> int | None:
+    """The epoch of the log's last RunResumed (None: none), read from the end."""
+    for row in reversed(rows):
+        (record,) = decode_log(run_id, [row])
+        if record.HasField("run_resumed"):
+            return record.run_resumed.epoch
+    return None
 
 
 def parse_config(raw: bytes) -> dict[str, Any]:

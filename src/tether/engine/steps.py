@@ -22,6 +22,7 @@ from tether.foundation.core import Retry, StepResult
 from tether.foundation.errors import (
     CannotContinue,
     ChildPaused,
+    LogGap,
     NonDeterministicStep,
     RecordTooLarge,
     RunMustPause,
@@ -36,9 +37,10 @@ if TYPE_CHECKING:
 
 # A step without a policy of its own runs once.
 _ONCE = Retry()
-# Not a step's failure but the run's: a pause, a fence, an unreadable blob, a sub-agent run
-# this code cannot continue (a deploy in progress). Never retried.
-STOPS_NODE = (RunMustPause, ChildPaused, StaleEpoch, BlobError, CannotContinue)
+# Not a step's failure but the run's: a pause, a fence, a log that lost its tail (the run is
+# reloaded), an unreadable blob, a sub-agent run this code cannot continue (a deploy in
+# progress). Never retried.
+STOPS_NODE = (RunMustPause, ChildPaused, StaleEpoch, LogGap, BlobError, CannotContinue)
 
 
 class StepJournal:

@@ -43,6 +43,22 @@ class StaleEpoch(StoreError):
         self.epoch = epoch
 
 
+class LogGap(StoreError):
+    """An owner's append does not follow the log's last record: the log lost its tail
+    (a failover to an asynchronous standby), so the writer's view of the run is stale.
+    Nothing was written; the run is reloaded from what its log holds and continued."""
+
+    def __init__(self, run_id: str, seq: int, last_seq: int) -> None:
+        super().__init__(
+            f"run {run_id}: append at seq {seq} refused, the log's last record is at seq "
+            f"{last_seq} (it lost records this writer had appended, or never had them); "
+            "reload the run from its log"
+        )
+        self.run_id = run_id
+        self.seq = seq
+        self.last_seq = last_seq
+
+
 class LeaseLost(StaleEpoch):
     """This process's lease on a run ended while it executed the run: another owner took
     it over at a newer epoch, or it ran out unrenewed. Its handlers here were stopped."""
@@ -196,6 +212,11 @@ class ChildFailed(TetherError):
 
 class RunNotResumable(TetherError):
     """The run has finished, so it cannot be resumed."""
+
+
+class RunNotRetryable(TetherError):
+    """Only a failed run can be retried: this one is running, paused, waiting, queued,
+    succeeded or cancelled (or is a sub-agent run, retried with its parent)."""
 
 
 class RunMustPause(TetherError):

@@ -51,6 +51,17 @@ class NodeState:
 
 
 @dataclass(frozen=True, slots=True)
+class RunRetry:
+    """A failed run reopened (`RunResumed.retry`): at which record, when, and how the run
+    had failed (its RunFinished's error) and which nodes had failed for good then."""
+
+    seq: int
+    at_us: int
+    error: str
+    node_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PendingWait:
     """A wait whose parents are recorded and that no event or deadline completed yet."""
 
@@ -117,7 +128,13 @@ class Graph:
         # The rows read by columns: stretches, by the seq of their first row.
         self._row_seqs: list[int] = []
         self._rows: list[Sequence[bytes]] = []
+        # A node's failure for good since the run's last retry (while it is not recorded),
+        # and every failure it ever recorded, in order: the attempt history a retry numbers
+        # its next attempt after.
         self._failed: dict[str, NodeFailed] = {}
+        self._failures: dict[str, list[NodeFailed]] = {}
+        # The run's retries (a failed run reopened), in order.
+        self.retries: list[RunRetry] = []
         self._waiting: dict[str, int] = {}
         # Journaled steps recorded by running nodes, by node id, then position.
         self._steps: dict[str, dict[int, StepRecorded]] = {}
@@ -178,6 +195,15 @@ class Graph:
         """The record of a completed node, or None."""
         done = self._done.get(node_id)
         return self._decode_row(done) if isinstance(done, int) else done
+
+    def failures_of(self, node_id: str) -> list[NodeFailed]:
+        """Every failure recorded for a node, in order (each its last attempt then)."""
+        return self._failures.get(node_id, [])
+
+    def last_attempt(self, node_id: str) -> int:
+        """The highest attempt a failure of the node recorded (0: none): its next attempt,
+        on a retry, is numbered after it."""
+        return max((f.attempt for f in self._failures.get(node_id, ())), default=0)
 
     def steps_of(self, node_id: str) -> dict[int, StepRecorded] | None:
         """The journaled steps a node recorded so far, by position (None: none)."""
@@ -309,7 +335,10 @@ class Graph:
                     raise GraphError(f"fails node {record.node_failed.node_id}, never spawned")
             case "step_recorded":
                 self._check_step(record.step_recorded)
-            case "run_paused" | "run_resumed" | "run_finished" | "run_waiting":
+            case "run_resumed":
+                if record.run_resumed.retry and self.status is not Status.FAILED:
+                    raise GraphError(f"retries a run that is {self.status}, not failed")
+            case "run_paused" | "run_finished" | "run_waiting":
                 pass
             case _:
                 assert_never(body)
@@ -607,7 +636,9 @@ class Graph:
                 self._open_session(at)
                 return self._add(_unpack(rs.roots))
             case "node_failed":
-                self._failed[record.node_failed.node_id] = record.node_failed
+                nf = record.node_failed
+                self._failed[nf.node_id] = nf
+                self._failures.setdefault(nf.node_id, []).append(nf)
             case "step_recorded":
                 sr = record.step_recorded
                 self._steps.setdefault(sr.node_id, {})[sr.index] = sr
@@ -619,6 +650,8 @@ class Graph:
                 self._close_session(at)
                 self.status, self.reason = Status.WAITING, waiting_reason(record.run_waiting)
             case "run_resumed":
+                if record.run_resumed.retry:
+                    self._reopen(self.next_seq - 1, at)
                 if record.run_resumed.HasField("limits"):
                     self.limits = record.run_resumed.limits
                 if record.run_resumed.agent_version:
@@ -636,6 +669,16 @@ class Graph:
             case _:
                 assert_never(body)
         return []
+
+    def _reopen(self, seq: int, at: int) -> None:
+        """A failed run retried: it no longer has an end, and the nodes that failed for
+        good (still unrecorded, so still ready) are failed no more; they run again."""
+        failed = tuple(nid for nid in self._failed if nid not in self._done)
+        error = self.reason
+        for nid in failed:
+            del self._failed[nid]
+        self.finished = None
+        self.retries.append(RunRetry(seq, at, error, failed))
 
     def _open_session(self, at: int) -> None:
         self.status, self.reason = Status.RUNNING, ""

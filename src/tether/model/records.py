@@ -278,11 +278,19 @@ def run_paused(reason: str) -> pb.Record:
 
 
 def run_resumed(
-    owner: str, epoch: int | None, limits: pb.BudgetLimits | None = None, *, version: str = ""
+    owner: str,
+    epoch: int | None,
+    limits: pb.BudgetLimits | None = None,
+    *,
+    version: str = "",
+    retry: bool = False,
 ) -> pb.Record:
     """The run is taken up again by `owner` at `epoch`, with new limits if given, moved to
-    version `version` of its agent's code if given."""
-    resumed = pb.RunResumed(owner=owner, epoch=epoch or 0, limits=limits, agent_version=version)
+    version `version` of its agent's code if given; with `retry`, a failed run is reopened
+    (its failed nodes run again)."""
+    resumed = pb.RunResumed(
+        owner=owner, epoch=epoch or 0, limits=limits, agent_version=version, retry=retry
+    )
     return pb.Record(at_us=now_us(), run_resumed=resumed)
 
 

@@ -81,7 +81,28 @@ def node_view(graph: Graph, node_id: str, *, outputs: bool = False) -> dict[str,
             view["output"] = _inline(nc.output)
     if state.steps:
         view["steps"] = [_step_view(state.steps[i]) for i in sorted(state.steps)]
+    failures = graph.failures_of(node_id)
+    if failures:  # the node failed before: every attempt the log knows of, in order
+        view["attempts"] = [
+            {
+                "attempt": f.attempt,
+                "status": "failed",
+                "error": {"type": f.error_type, "message": f.message},
+            }
+            for f in failures
+        ]
+        if nc is not None:
+            view["attempts"].append({"attempt": attempt_of(nc), "status": "completed"})
     return view
+
+
+def retries_view(graph: Graph) -> list[dict[str, Any]]:
+    """The run's retries (a failed run reopened), in order: the record's seq and time, how
+    the run had failed, and the nodes that had failed then (they ran again)."""
+    return [
+        {"seq": r.seq, "at_us": r.at_us, "error": r.error, "node_ids": list(r.node_ids)}
+        for r in graph.retries
+    ]
 
 
 def wait_view(wait: WaitSpec) -> dict[str, Any]:
@@ -228,6 +249,8 @@ def record_view(run_id: str, seq: int, record: Record) -> dict[str, Any]:
         case "run_resumed":
             rr = record.run_resumed
             view.update(status=Status.RUNNING, owner=rr.owner, epoch=rr.epoch)
+            if rr.retry:
+                view["retry"] = True
             if rr.agent_version:
                 view["agent_version"] = rr.agent_version
             if rr.HasField("limits"):
@@ -299,6 +322,7 @@ def run_view(graph: Graph, *, outputs: bool = False, nodes: bool = True) -> dict
         },
         "result": result,
         "waits": waits_view(graph),
+        "retries": retries_view(graph),
     }
     if nodes:
         order = list(graph.order) + [n for n in graph.nodes if graph.completed(n) is None]

@@ -84,6 +84,7 @@ class Schedules:
             raise BadSchedule(f"catch-up {catch_up!r}: use one of {', '.join(CATCH_UP)}")
         registry = resolve_agent(agent)
         input = registry.check_input(input)
+        registry.check_ready(here=False)  # its runs are queued for the workers
         try:
             json.dumps(input)
         except (TypeError, ValueError) as exc:

@@ -17,6 +17,7 @@ from starlette.middleware import Middleware
 from tether.blobs import BlobStore
 from tether.control.metering import metering
 from tether.server.auth import BearerAuth
+from tether.server.connections import CloseUnreadBodies
 from tether.server.events import StreamSettings
 from tether.server.headers import SecurityHeaders
 from tether.server.launch import Launcher
@@ -70,6 +71,7 @@ class TetherServer:
             # and a body is bounded before anything reads it.
             middleware=[
                 Middleware(SecurityHeaders),
+                Middleware(CloseUnreadBodies),
                 Middleware(
                     BodyLimit,
                     limit=self.limits.max_body_bytes,

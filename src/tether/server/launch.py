@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
-from tether.control.actions import cancel, requeue
+from tether.control.actions import cancel, requeue, retry
 from tether.control.worker import Worker
 from tether.engine.ownership import DEFAULT_LEASE_TTL
 from tether.engine.runtime import Runtime
@@ -77,6 +77,10 @@ class Launcher:
         """Queue a paused or orphaned run again; `budget` replaces the limits it names (a
         relative one: that much more than the run used)."""
         return await requeue(self.runtime, run_id, budget=budget, ttl=self.lease_ttl)
+
+    async def retry(self, run_id: str) -> Status:
+        """Reopen a failed run and queue it for the workers (RunNotRetryable otherwise)."""
+        return await retry(self.runtime, run_id, ttl=self.lease_ttl)
 
     async def cancel(self, run_id: str) -> Status:
         """Stop a run for good; return its status now (the owner may still be stopping it)."""

@@ -274,6 +274,19 @@ def document() -> dict[str, Any]:
             parameters=[_RUN_ID],
             requestBody=resume_body,
         )},
+        "/v1/runs/{run_id}/retry": {"post": _op(
+            "retry a failed run: everything it recorded stays, a RunResumed with `retry` is "
+            "appended and the run is queued; each node that failed runs again as a new "
+            "attempt numbered after its last, then the run continues (the run view's "
+            "`retries` and each node's `attempts` show the history)",
+            {"202": {"description": "retried: queued for a worker",
+                     "content": _json("RunAccepted")},
+             **_UNKNOWN,
+             "409": _err("`run_not_failed`: the run did not fail (running, paused, waiting, "
+                         "queued, succeeded or cancelled), or is a sub-agent run (retry its "
+                         "parent)")},
+            parameters=[_RUN_ID],
+        )},
         "/v1/runs/{run_id}/fork": {"post": _op(
             "a new queued run whose history is this run's records up to `at_seq` (or before "
             "`before_node` was recorded), with `set_outputs` replacing recorded outputs and "

@@ -10,7 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
@@ -33,6 +33,7 @@ from tether.foundation.errors import (
     RunExists,
     RunHeldElsewhere,
     RunNotResumable,
+    RunNotRetryable,
     ScheduleExists,
     StoreError,
     StoreUnavailable,
@@ -216,6 +217,14 @@ async def resume_run(request: Request) -> Response:
     return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)}, 202)
 
 
+async def retry_run(request: Request) -> Response:
+    """Reopen a failed run and queue it (`tether.control.actions.retry`)."""
+    server = server_of(request)
+    run_id = run_id_of(request)
+    status = await server.launcher.retry(run_id)
+    return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)}, 202)
+
+
 async def signal_run(request: Request) -> Response:
     """Deliver an event (the JSON body is its payload) to wait `key`; answered once the
     event is in the run's log. `Idempotency-Key` (or `?event_id=`) names the event: a
@@ -332,6 +341,7 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         UnknownRun: (404, "unknown_run"),
         RunExists: (409, "run_exists"),
         RunNotResumable: (409, "run_finished"),
+        RunNotRetryable: (409, "run_not_failed"),
         RunBusy: (409, "run_busy"),
         BudgetSpent: (409, "budget_spent"),
         BadInput: (422, "bad_input"),
@@ -362,8 +372,19 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error(exc.status_code, "http", str(exc.detail))
 
 
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    # The peer went away mid-body, or was cut for sending it too slowly: no one to answer,
+    # and nothing to log a traceback for.
+    return Response(status_code=400, headers={"Connection": "close"})
+
+
 def exception_handlers() -> dict[Any, Any]:
-    return {BadRequest: _bad_request, TetherError: _tether_error, HTTPException: _http_error}
+    return {
+        BadRequest: _bad_request,
+        TetherError: _tether_error,
+        HTTPException: _http_error,
+        ClientDisconnect: _client_gone,
+    }
 
 
 def routes() -> list[BaseRoute]:
@@ -379,6 +400,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/resume", resume_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/retry", retry_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/fork", fork_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/export", export_tlog, methods=["GET"]),
         Route("/v1/runs/{run_id}/upgrade", upgrade_run, methods=["POST"]),

@@ -349,6 +349,12 @@ class Leases(ABC):
         """
 
     @abstractmethod
+    async def reopen(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+        """Take a failed top-level run at a new epoch with a lease, to retry it: its row says
+        running, held by `owner`. None if it is not a failed top-level run (unknown, a
+        sub-agent run, or in any other status)."""
+
+    @abstractmethod
     async def request_cancel(self, run_id: str) -> Status | None:
         """Flag an unfinished run to be cancelled by whoever owns it; return its status.
 

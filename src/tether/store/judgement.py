@@ -12,8 +12,16 @@ pure function decides what that means (invariant 4: never a silent drop):
   fence, not the conflict it causes;
 - otherwise, a seq holds a different record: ConflictingRecord naming the first such seq
   in the order given;
+- otherwise, a fenced append whose first seq does not follow the log's last record (seq 0
+  excepted: it is written with the run's row) was refused by the statement's own check:
+  LogGap naming the run, the seq asked and the log's last seq. The log lost its tail (a
+  failover to an asynchronous standby) and the writer's view of the run is stale: it must
+  reload the run, never write past a hole;
 - otherwise, some seq is free although the insert skipped it, which only a failed fence
   does (StaleEpoch), or, unfenced, a backend error (StoreError).
+
+Only fenced appends (an owner's, at its epoch: every write of an executing run) are held
+to follow the log; an unfenced append (tools, tests) may write seqs in any order.
 
 When it returns, the backend commits what it inserted; when it raises, the backend rolls
 the whole append back (all or none).
@@ -23,8 +31,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
-from tether.foundation.errors import ConflictingRecord, StaleEpoch, StoreError
+from tether.foundation.errors import ConflictingRecord, LogGap, StaleEpoch, StoreError
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +46,9 @@ class AppendFacts:
     stored: Mapping[int, bytes]
     # The run's epoch now (None: no such run). Read only for a fenced append.
     current_epoch: int | None = None
+    # The log's last seq (its own rows and, for a fork, the rows it references; -1: none).
+    # Read only for a fenced append that did not insert every row.
+    last_seq: int | None = None
 
 
 def judge_append(
@@ -55,6 +67,18 @@ def judge_append(
         if old is not None and old != record:
             raise ConflictingRecord(run_id, seq)
     if epoch is not None:
+        first = entries[0][0]
+        last = facts.last_seq
+        if first != 0 and last is not None and last != first - 1:
+            raise LogGap(run_id, first, last)
         raise StaleEpoch(run_id, epoch)
     free = [seq for seq, _ in entries if seq not in stored]
     raise StoreError(f"run {run_id}: the append of seqs {free} was skipped without a conflict")
+
+
+def check_consecutive(run_id: str, entries: Sequence[tuple[int, bytes]]) -> None:
+    """A fenced append's seqs follow each other (the statement checks only that the first
+    follows the log); LogGap naming the first that does not."""
+    for (prev, _), (seq, _) in pairwise(entries):
+        if seq != prev + 1:
+            raise LogGap(run_id, seq, prev)

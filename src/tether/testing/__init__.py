@@ -14,7 +14,7 @@ latency) are injected per turn so retry and crash paths can be exercised for rea
 
 from tether.testing.app import LocalModelServer, LoggedRequest
 from tether.testing.conversation import BadRequest, Message, ModelRequest, ToolSpec
-from tether.testing.faults import CutStream, Fault, RateLimited, ServerError
+from tether.testing.faults import ClientError, CutStream, Fault, RateLimited, ServerError
 from tether.testing.scripts import Script, ScriptError, ScriptRegistry, TurnList
 from tether.testing.serving import (
     ServerStartError,
@@ -25,6 +25,7 @@ from tether.testing.turns import ToolCall, Turn, Usage
 
 __all__ = [
     "BadRequest",
+    "ClientError",
     "CutStream",
     "Fault",
     "LocalModelServer",

@@ -59,6 +59,24 @@ class ServerError:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientError:
+    """Answer with a 4xx status other than 429: 401 (a key the provider refuses, as after a
+    key rotation), 403, 404 (a model it does not know), 400 ..."""
+
+    status: int = 401
+    message: str = "Incorrect API key provided (scripted by the local model server)."
+
+    def __post_init__(self) -> None:
+        if not 400 <= self.status <= 499 or self.status == 429:
+            raise ValueError(
+                f"ClientError status must be 4xx other than 429 (RateLimited), got {self.status}"
+            )
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+
+@dataclass(frozen=True, slots=True)
 class CutStream:
     """Close the connection after `after_events` SSE events of a streaming reply.
 
@@ -70,7 +88,7 @@ class CutStream:
     after_events: int = 2
 
 
-Fault = RateLimited | ServerError | CutStream
+Fault = RateLimited | ServerError | ClientError | CutStream
 
 
 def fault_name(fault: Fault | None) -> str:
@@ -81,4 +99,6 @@ def fault_name(fault: Fault | None) -> str:
         return "rate_limited"
     if isinstance(fault, ServerError):
         return f"server_error_{fault.status}"
+    if isinstance(fault, ClientError):
+        return f"client_error_{fault.status}"
     return "cut_stream"

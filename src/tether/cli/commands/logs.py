@@ -88,7 +88,8 @@ def log_line(seq: int, record: Record) -> str:
             return head + f"paused: {record.run_paused.reason}"
         case "run_resumed":
             rr = record.run_resumed
-            return head + f"resumed by {rr.owner or '-'} at epoch {rr.epoch}"
+            what = "retried (the failed run reopened)" if rr.retry else "resumed"
+            return head + f"{what} by {rr.owner or '-'} at epoch {rr.epoch}"
         case "run_waiting":
             return head + f"waiting for {', '.join(record.run_waiting.keys)}"
         case "run_finished":

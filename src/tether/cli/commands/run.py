@@ -18,9 +18,8 @@ from tether.engine.executor import Outcome
 from tether.engine.ownership import DEFAULT_LEASE_TTL
 from tether.engine.runtime import Runtime
 from tether.foundation import eager
-from tether.foundation.errors import BudgetSpent, RunBusy
-from tether.model.budgets import apply_change, parse_budget, parse_change, refuse_spent
-from tether.model.records import limits_of
+from tether.foundation.errors import RunBusy
+from tether.model.budgets import parse_budget, parse_change
 from tether.model.run_view import waits_view
 from tether.store import Status, Store
 
@@ -55,13 +54,25 @@ def add_parser(sub: Any) -> None:
         help="take the run over now, even from a live owner (fenced: its next append fails)",
     )
     resume.set_defaults(fn=cmd_resume)
+    retry = sub.add_parser(
+        "retry",
+        help="reopen a failed run: its failed nodes run again (new attempts), then it continues",
+    )
+    retry.add_argument("run_id")
+    retry.add_argument(
+        "--queue",
+        action="store_true",
+        help="record the retry and leave the run queued for a worker instead of executing it here",
+    )
+    retry.add_argument("--stop-after", type=int, help="SIGKILL the process after N recorded nodes")
+    retry.set_defaults(fn=cmd_retry)
     cancel = sub.add_parser("cancel", help="stop a run for good (its owner records it)")
     cancel.add_argument("run_id")
     cancel.add_argument(
         "--wait", type=float, default=30.0, help="seconds to wait for the owner to stop it (30)"
     )
     cancel.set_defaults(fn=cmd_cancel)
-    for p in (demo, resume, cancel):
+    for p in (demo, resume, retry, cancel):
         p.add_argument(
             "--lease-ttl",
             type=float,
@@ -69,7 +80,7 @@ def add_parser(sub: Any) -> None:
             help="seconds this process's lease on a run lasts unless renewed "
             f"({DEFAULT_LEASE_TTL:g}); a crashed run is taken over after it",
         )
-    for p in (demo, resume):
+    for p in (demo, resume, retry):
         p.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
         p.add_argument(
             "--model",
@@ -103,6 +114,8 @@ async def cmd_demo(store: Store, args: argparse.Namespace) -> int:
         return outcome
 
     async with demo_models(args.model, speed=args.settings.demo_speed) as model:
+        # A model it cannot call is one line before any run (the runtime refuses it too).
+        research.check_model()
         console.print(f"[bold]tether demo[/]: a research agent on {model} (log: {store.url})")
         return await _execute(store, args, go)
 
@@ -205,14 +218,6 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
         )
         _drain_on_signals(runtime)
         claim, graph = await loading
-        budget = apply_change(change, graph) if change is not None else None
-        if graph.finished is None:
-            try:  # said before the run starts (the runtime refuses it again, under the lease)
-                refuse_spent(graph, limits_of(budget) if budget is not None else graph.limits)
-            except BudgetSpent:
-                if claim is not None:
-                    await runtime.give_back(claim, graph)
-                raise
         models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
             from tether.demo.agent import demo_models
@@ -226,7 +231,7 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
                     lambda rt: control.resume(
                         rt,
                         args.run_id,
-                        budget=budget,
+                        change=change,
                         wait=args.wait,
                         force=args.force,
                         on_wait=waiting,
@@ -239,6 +244,30 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
             return fail(
                 f"{busy}; `tether resume --wait` waits for its lease to end, "
                 "`--force` takes the run over now (the owner is fenced off)"
+            )
+
+
+async def cmd_retry(store: Store, args: argparse.Namespace) -> int:
+    """Reopen a failed run (`tether.control.actions.retry`): here, or queued for a worker."""
+    async with open_blobs(args.settings) as blobs:
+        runtime = new_runtime(store, args.settings, blobs=blobs)
+        if args.queue:
+            status = await control.retry(runtime, args.run_id, ttl=args.lease_ttl)
+            console.print(
+                f"run {args.run_id}: retry recorded; {status.value} for a worker "
+                "(its failed nodes run again, as new attempts)",
+                highlight=False,
+            )
+            return 0
+        info = await control.owner_of(runtime, args.run_id)
+        models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+        if info.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
+            from tether.demo.agent import demo_models
+
+            models = demo_models(args.model, speed=args.settings.demo_speed)
+        async with models:
+            return await _execute_with(
+                runtime, args, lambda rt: control.retry_here(rt, args.run_id)
             )
 
 

@@ -89,6 +89,19 @@ def _serve_limits(srv: argparse.ArgumentParser) -> None:
         help=f"seconds an idle keep-alive connection stays open ({conn.idle_timeout_s:g})",
     )
     limits.add_argument(
+        "--body-timeout",
+        type=float,
+        default=conn.body_timeout_s,
+        help=f"seconds a request's body may take, from its headers ({conn.body_timeout_s:g})",
+    )
+    limits.add_argument(
+        "--body-read-timeout",
+        type=float,
+        default=conn.body_read_timeout_s,
+        help="seconds a request's body may send nothing while it is read "
+        f"({conn.body_read_timeout_s:g})",
+    )
+    limits.add_argument(
         "--max-connections",
         type=int,
         default=conn.max_connections,
@@ -183,6 +196,8 @@ async def cmd_serve(store: Store, args: argparse.Namespace) -> int:
         connections = ConnectionLimits(
             header_timeout_s=args.header_timeout,
             idle_timeout_s=args.idle_timeout,
+            body_timeout_s=args.body_timeout,
+            body_read_timeout_s=args.body_read_timeout,
             max_connections=args.max_connections,
         )
 

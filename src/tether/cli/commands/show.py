@@ -49,6 +49,13 @@ async def cmd_show(store: Store, args: argparse.Namespace) -> int:
     console.print(graph_tree(graph, f"run {graph.run_id} [{graph.agent}] {state}"))
     if graph.agent_version:
         console.print(f"agent {graph.agent} version {graph.agent_version}")
+    for n, retry in enumerate(graph.retries, 1):
+        nodes = ", ".join(nid[:8] for nid in retry.node_ids) or "none"
+        console.print(
+            f"retry {n} at seq {retry.seq}: it had failed ({retry.error}); ran again: {nodes}",
+            highlight=False,
+            markup=False,
+        )
     console.print(budget_line(graph))
     if graph.reason:
         console.print(f"reason: {graph.reason}")

@@ -68,23 +68,42 @@ class MemoryLog(LogStore):
         log = self._s.logs.setdefault(run_id, {})
         info = self._s.runs.get(run_id)
         current = info.epoch if info is not None else None
-        if (epoch is None or current == epoch) and len(entries) == 1:
+        if epoch is None and len(entries) == 1:
             seq, record = entries[0]
-            if seq not in log:  # the common append: one new record, nothing to judge
+            if seq not in log:  # the common unfenced append: nothing to judge
                 log[seq] = record
                 return
-        # What the SQL stores' insert does: skip taken seqs, or everything when fenced off.
+        elif current == epoch and len(entries) == 1:
+            seq, record = entries[0]
+            if seq not in log and (seq == 0 or seq - 1 in log or self._referenced(run_id, seq - 1)):
+                log[seq] = record  # the common append: one new record that follows the log
+                return
+        # What the SQL stores' insert does: skip taken seqs, or everything when fenced off;
+        # fenced, each row only if the one before it is held.
         fresh: dict[int, bytes] = {}
-        if epoch is None or current == epoch:
+        last = None
+        if epoch is None:
             for seq, record in entries:
                 if seq not in log:
                     fresh.setdefault(seq, record)
+        elif current == epoch:
+            for seq, record in entries:
+                held = seq == 0 or seq - 1 in log or seq - 1 in fresh
+                if seq not in log and (held or self._referenced(run_id, seq - 1)):
+                    fresh.setdefault(seq, record)
+            if len(fresh) < len(entries):
+                refs = self._s.refs.get(run_id, ())
+                last = max([-1, *log, *(s.to_seq for s in refs)])
         stored = {seq: log.get(seq, fresh.get(seq)) for seq, _ in entries}
         facts = AppendFacts(
-            len(fresh), {seq: r for seq, r in stored.items() if r is not None}, current
+            len(fresh), {seq: r for seq, r in stored.items() if r is not None}, current, last
         )
         judge_append(run_id, entries, epoch, facts)
         log.update(fresh)
+
+    def _referenced(self, run_id: str, seq: int) -> bool:
+        """Whether a fork's ranges cover `seq`."""
+        return any(s.from_seq <= seq <= s.to_seq for s in self._s.refs.get(run_id, ()))
 
     async def read(self, run_id: str, *, after_seq: int = -1) -> list[tuple[int, bytes]]:
         log = self._s.logs.get(run_id, {})
@@ -258,6 +277,21 @@ class MemoryLeases(Leases):
             return None
         if not force and info.status is Status.RUNNING and info.lease_until is None:
             return None  # as the SQL stores: running needs an expired lease
+        self._s.runs[run_id] = replace(
+            info,
+            status=Status.RUNNING,
+            reason=None,
+            owner=owner,
+            epoch=info.epoch + 1,
+            lease_until=now + ttl,
+            updated_at=now,
+        )
+        return Claim(run_id, info.epoch + 1, run_id in self._s.cancels)
+
+    async def reopen(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+        info, now = self._s.runs.get(run_id), time.time()
+        if info is None or info.parent_run_id is not None or info.status is not Status.FAILED:
+            return None
         self._s.runs[run_id] = replace(
             info,
             status=Status.RUNNING,

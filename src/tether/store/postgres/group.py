@@ -209,10 +209,12 @@ async def append_together(lanes: AppendLanes, batch: list[Append]) -> list[int]:
     unfenced_rows = len(seqs)
     fenced: list[str] = []
     epochs: list[int] = []
+    firsts: list[int] = []  # each fenced append's first seq: it must follow the log
     for w, epoch in fenced_appends:
         _add_rows(w, run_ids, seqs, records)
         fenced.append(w.run_id)
         epochs.append(epoch)
+        firsts.append(w.seqs[0])
     rows = await lanes.fetch(
         Q["append_group"],
         text_array(run_ids),
@@ -221,13 +223,14 @@ async def append_together(lanes: AppendLanes, batch: list[Append]) -> list[int]:
         text_array(fenced),
         int_array(epochs),
         unfenced_rows,
+        int_array(firsts),
     )
     # Refused (a taken seq: a retry or a conflict; a deadlock with a claim; anything the
     # shared statement cannot decide for every run): each run appends alone.
     if isinstance(rows, asyncpg.PostgresError):
         return [ALONE] * len(batch)
-    # A fenced run that did not pass its fence (fenced off, or its runs row was locked and
-    # skipped) appends alone.
+    # A fenced run that did not pass its fence (fenced off, its runs row was locked and
+    # skipped, or its first seq does not follow its log) appends alone.
     passed = {row[0] for row in rows}
     return [w.rows if w.epoch is None or w.run_id in passed else ALONE for w in batch]
 

@@ -161,6 +161,10 @@ class PostgresLeases(Leases):
         rows = await self._db.fetch(Q["take_force" if force else "take"], run_id, owner, ttl)
         return Claim(run_id, rows[0][0], rows[0][1]) if rows else None
 
+    async def reopen(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+        rows = await self._db.fetch(Q["reopen"], run_id, owner, ttl)
+        return Claim(run_id, rows[0][0], rows[0][1]) if rows else None
+
     async def request_cancel(self, run_id: str) -> Status | None:
         rows = await self._db.fetch(Q["request_cancel"], run_id)
         return Status(rows[0][0]) if rows else None

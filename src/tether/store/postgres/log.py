@@ -11,7 +11,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from tether.foundation.errors import ConflictingRecord
 from tether.store.base import AppendListener, LogListener, LogStore
-from tether.store.judgement import AppendFacts, judge_append
+from tether.store.judgement import AppendFacts, check_consecutive, judge_append
 from tether.store.postgres.db import PgPool, refused, rowcount
 from tether.store.postgres.group import Append, GroupCommit, append_together
 from tether.store.postgres.lanes import AppendLanes
@@ -55,8 +55,12 @@ async def append_final(
     if inserted:
         return
     rows = await conn.fetch(Q["records_at"], run_id, [seq])
-    current = await conn.fetchval(Q["run_epoch"], run_id) if epoch is not None else None
-    judge_append(run_id, [entry], epoch, AppendFacts(inserted, {r[0]: r[1] for r in rows}, current))
+    current = last = None
+    if epoch is not None:
+        current = await conn.fetchval(Q["run_epoch"], run_id)
+        last = await conn.fetchval(Q["last_seq"], run_id)
+    facts = AppendFacts(inserted, {r[0]: r[1] for r in rows}, current, last)
+    judge_append(run_id, [entry], epoch, facts)
 
 
 class PostgresLog(LogStore):
@@ -99,7 +103,10 @@ class PostgresLog(LogStore):
                 return
             await self._judge(run_id, entries, [seq], epoch, self._inserted(got))
             return
-        entries = _unique(run_id, entries)
+        if epoch is not None:  # the statement checks that the first follows the log
+            check_consecutive(run_id, entries)
+        else:
+            entries = _unique(run_id, entries)
         if not entries:
             return
         if len(entries) == 1:
@@ -123,12 +130,16 @@ class PostgresLog(LogStore):
         inserted: int,
     ) -> None:
         """After an append that inserted fewer rows than it carried: the slow path, only
-        for retries, conflicts and fenced-off appends (`judge_append` decides)."""
+        for retries, conflicts, fenced-off appends and appends that do not follow the log
+        (`judge_append` decides)."""
+        current = last = None
         async with self._db.connection() as conn:
             rows = await conn.fetch(Q["records_at"], run_id, seqs)
-            current = await conn.fetchval(Q["run_epoch"], run_id) if epoch is not None else None
+            if epoch is not None:
+                current = await conn.fetchval(Q["run_epoch"], run_id)
+                last = await conn.fetchval(Q["last_seq"], run_id)
         judge_append(
-            run_id, entries, epoch, AppendFacts(inserted, {r[0]: r[1] for r in rows}, current)
+            run_id, entries, epoch, AppendFacts(inserted, {r[0]: r[1] for r in rows}, current, last)
         )
         if inserted:  # a retry that overlapped what had landed and added the rest
             self._notifier.note(run_id, seqs[-1])

@@ -139,6 +139,15 @@ class SqliteLeases(Leases):
 
         return await self._db.call(lambda: self._db.transaction(work))
 
+    async def reopen(self, run_id: str, owner: str, ttl: float) -> Claim | None:
+        args = {"owner": owner, "now": time.time(), "ttl": ttl, "run_id": run_id}
+
+        def work(conn: sqlite3.Connection) -> Claim | None:
+            row = conn.execute(Q["reopen"], args).fetchone()
+            return None if row is None else Claim(run_id, int(row[0]), bool(row[1]))
+
+        return await self._db.call(lambda: self._db.transaction(work))
+
     async def request_cancel(self, run_id: str) -> Status | None:
         def work(conn: sqlite3.Connection) -> Status | None:
             row = conn.execute(Q["request_cancel"], (run_id,)).fetchone()

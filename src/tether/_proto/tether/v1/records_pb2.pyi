@@ -209,16 +209,18 @@ class RunWaiting(_message.Message):
     def __init__(self, keys: _Optional[_Iterable[str]] = ..., wake_at_us: _Optional[int] = ...) -> None: ...
 
 class RunResumed(_message.Message):
-    __slots__ = ("limits", "epoch", "owner", "agent_version")
+    __slots__ = ("limits", "epoch", "owner", "agent_version", "retry")
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
     limits: BudgetLimits
     epoch: int
     owner: str
     agent_version: str
-    def __init__(self, limits: _Optional[_Union[BudgetLimits, _Mapping]] = ..., epoch: _Optional[int] = ..., owner: _Optional[str] = ..., agent_version: _Optional[str] = ...) -> None: ...
+    retry: bool
+    def __init__(self, limits: _Optional[_Union[BudgetLimits, _Mapping]] = ..., epoch: _Optional[int] = ..., owner: _Optional[str] = ..., agent_version: _Optional[str] = ..., retry: _Optional[bool] = ...) -> None: ...
 
 class RunFinished(_message.Message):
     __slots__ = ("status", "result", "error")

@@ -10,11 +10,19 @@ WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 -- name: append_fenced
 -- The same, only while runs.epoch = $4. FOR SHARE makes a claim (UPDATE runs SET epoch)
 -- wait for this insert to commit, or this insert wait for the claim and then see the new
--- epoch and insert nothing. FOR KEY SHARE would not conflict with that UPDATE.
+-- epoch and insert nothing. FOR KEY SHARE would not conflict with that UPDATE. And only if
+-- the first seq follows the log's last record (seq 0, or the seq before it is held, as its
+-- own row or in a range a fork references; the caller checks that the seqs follow each
+-- other): otherwise every seq is NULL, a not-null violation that aborts the statement,
+-- and the caller judges (LogGap). Checked once, not per row.
 INSERT INTO run_log (run_id, seq, record)
-SELECT $1, e.seq, e.record
+SELECT $1, CASE WHEN follows.ok THEN e.seq END, e.record
 FROM unnest($2::bigint[], $3::bytea[]) AS e(seq, record),
-     (SELECT 1 FROM runs WHERE run_id = $1 AND epoch = $4 FOR SHARE) AS fence
+     (SELECT 1 FROM runs WHERE run_id = $1 AND epoch = $4 FOR SHARE) AS fence,
+     (SELECT (($2::bigint[])[1]::bigint = 0
+        OR EXISTS (SELECT 1 FROM run_log WHERE run_id = $1 AND seq = ($2::bigint[])[1] - 1)
+        OR EXISTS (SELECT 1 FROM run_refs WHERE run_id = $1
+                   AND ($2::bigint[])[1] - 1 BETWEEN from_seq AND to_seq))) AS follows(ok)
 ON CONFLICT (run_id, seq) DO UPDATE SET seq = NULL
 WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 
@@ -27,15 +35,29 @@ WHERE run_log.record IS DISTINCT FROM EXCLUDED.record;
 INSERT INTO run_log (run_id, seq, record) VALUES ($1, $2, $3);
 
 -- name: append_one_fenced
--- `append_fenced` for one record, a plain INSERT as `append_one`.
+-- `append_fenced` for one record, a plain INSERT as `append_one`. A seq that does not
+-- follow the log's last record (the one before it held as a row, or in a range a fork
+-- references; seq 0 is written with the run's row) becomes NULL: the not-null violation is
+-- the signal, as a taken seq's unique violation is, and the caller judges (LogGap). The
+-- probe of the seq before is one lookup of run_log's key, next to where the row goes;
+-- run_refs is probed only when it fails (a fork's first append).
 INSERT INTO run_log (run_id, seq, record)
-SELECT $1, $2, $3 FROM (SELECT 1 FROM runs WHERE run_id = $1 AND epoch = $4 FOR SHARE) AS fence;
+SELECT $1,
+       CASE WHEN $2::bigint = 0 OR EXISTS (SELECT 1 FROM run_log WHERE run_id = $1 AND seq = $2 - 1)
+            THEN $2
+            WHEN EXISTS (SELECT 1 FROM run_refs WHERE run_id = $1
+                         AND $2 - 1 BETWEEN from_seq AND to_seq)
+            THEN $2 END,
+       $3
+FROM (SELECT 1 FROM runs WHERE run_id = $1 AND epoch = $4 FOR SHARE) AS fence;
 
 -- name: append_group
 -- The appends of several runs in one statement (group commit): rows $1/$2/$3 (run, seq,
 -- record), the unfenced runs' rows first. The first $6 rows are inserted as they are; the
 -- others belong to fenced runs, inserted only while that run's epoch is still the one
--- $4/$5 give it (FOR SHARE, as append_fenced). A count, not a flag a row: one array less
+-- $4/$5 give it (FOR SHARE, as append_fenced) and while its first seq, in $7, follows the
+-- log's last record (as append_fenced; a run whose does not is left out like a fenced-off
+-- one, and appends alone, where it is judged). A count, not a flag a row: one array less
 -- for the client to encode (its CPU a row is the throughput's cap). SKIP LOCKED: a runs
 -- row that a claim or a lease renewal is updating right now is left out instead of waited
 -- for (waiting on several rows at once could deadlock with a renewal of several); such a
@@ -48,8 +70,13 @@ SELECT $1, $2, $3 FROM (SELECT 1 FROM runs WHERE run_id = $1 AND epoch = $4 FOR 
 -- epochs come as array literals (store/postgres_arrays.py: the client's CPU a row).
 WITH fence AS (
     SELECT runs.run_id FROM runs
-    JOIN unnest($4::text::text[], $5::text::bigint[]) AS f(run_id, epoch)
+    JOIN unnest($4::text::text[], $5::text::bigint[], $7::text::bigint[])
+      AS f(run_id, epoch, first)
       ON runs.run_id = f.run_id AND runs.epoch = f.epoch
+    WHERE (f.first::bigint = 0
+        OR EXISTS (SELECT 1 FROM run_log WHERE run_id = f.run_id AND seq = f.first - 1)
+        OR EXISTS (SELECT 1 FROM run_refs WHERE run_id = f.run_id
+                   AND f.first - 1 BETWEEN from_seq AND to_seq))
     FOR SHARE OF runs SKIP LOCKED
 ), ins AS (
     INSERT INTO run_log (run_id, seq, record)
@@ -222,12 +249,16 @@ WHERE run_id = $1 AND epoch = $7;
 -- its status. The UPDATE of the runs row is the fence (a take waits for it, or it finds
 -- the new epoch and nothing happens), and the record is inserted only with the update. A
 -- different record at the seq aborts the statement (seq NULL, as in append); an identical
--- one (a retry that had landed) is kept. Returns the rows updated; the caller judges
+-- one (a retry that had landed) is kept. Fenced, only if the record follows the log's
+-- last record (as append_one_fenced). Returns the rows updated; the caller judges
 -- anything but an update step by step (set_status, then append_final, in a transaction).
 WITH updated AS (
     UPDATE runs SET status = $2, reason = $3, updated_at = $4, wake_at = $5,
                     agent_version = coalesce($6, agent_version)
-    WHERE run_id = $1 AND ($7::bigint IS NULL OR epoch = $7)
+    WHERE run_id = $1 AND ($7::bigint IS NULL OR epoch = $7 AND ($8::bigint = 0
+        OR EXISTS (SELECT 1 FROM run_log WHERE run_id = $1 AND seq = $8 - 1)
+        OR EXISTS (SELECT 1 FROM run_refs WHERE run_id = $1
+                   AND $8 - 1 BETWEEN from_seq AND to_seq)))
     RETURNING run_id
 ), appended AS (
     INSERT INTO run_log (run_id, seq, record)
@@ -417,14 +448,18 @@ FROM released;
 -- A run's last record and its release (as release does; at epoch $2, or at any epoch when
 -- $2 is NULL) in one statement, one round trip: the UPDATE of the runs row is the fence (a
 -- claim waits for it, or it finds the new epoch and nothing happens), and the record is
--- inserted only with the release. A different record at the seq aborts the statement (seq
+-- inserted only with the release; fenced, only if it follows the log's last record (as
+-- append_one_fenced). A different record at the seq aborts the statement (seq
 -- NULL, as in append); an identical one (a retry that had landed) is kept. Returns
 -- (released, inserted, notified); the caller takes the step-by-step path (append_final,
 -- then release, in a transaction) to judge anything but a release that inserted.
 WITH released AS (
     UPDATE runs SET status = $3, reason = $4, owner = NULL, lease_until = NULL,
                     updated_at = extract(epoch FROM clock_timestamp()), wake_at = $5
-    WHERE run_id = $1 AND ($2::bigint IS NULL OR epoch = $2)
+    WHERE run_id = $1 AND ($2::bigint IS NULL OR epoch = $2 AND ($6::bigint = 0
+        OR EXISTS (SELECT 1 FROM run_log WHERE run_id = $1 AND seq = $6 - 1)
+        OR EXISTS (SELECT 1 FROM run_refs WHERE run_id = $1
+                   AND $6 - 1 BETWEEN from_seq AND to_seq)))
     RETURNING status, reason, wake_at
 ), final AS (
     INSERT INTO run_log (run_id, seq, record)
@@ -442,7 +477,8 @@ FROM released;
 -- name: finish_group
 -- The finishes of several runs in one statement (group commit, store/postgres_finishes.py):
 -- for each row of $1..$7 (run, epoch or NULL, status, reason, wake_at, seq, record) what
--- `finish` does, one commit for them all. SKIP LOCKED, as in append_group: a runs row that
+-- `finish` does (a fenced run's record only if it follows its log), one commit for them
+-- all. SKIP LOCKED, as in append_group: a runs row that
 -- a claim or a renewal is updating now is left out, not waited for; such a run, like a
 -- fenced-off one, is not released here and finishes alone, where `finish` judges it. A
 -- plain INSERT: any taken seq (a retry, a conflict) aborts the whole statement and each
@@ -454,7 +490,11 @@ WITH f AS (
       AS f(run_id, epoch, status, reason, wake_at, seq, record)
 ), locked AS (
     SELECT runs.run_id FROM runs
-    JOIN f ON runs.run_id = f.run_id AND (f.epoch IS NULL OR runs.epoch = f.epoch)
+    JOIN f ON runs.run_id = f.run_id
+     AND (f.epoch IS NULL OR runs.epoch = f.epoch AND (f.seq::bigint = 0
+        OR EXISTS (SELECT 1 FROM run_log WHERE run_id = f.run_id AND seq = f.seq - 1)
+        OR EXISTS (SELECT 1 FROM run_refs WHERE run_id = f.run_id
+                   AND f.seq - 1 BETWEEN from_seq AND to_seq)))
     FOR UPDATE OF runs SKIP LOCKED
 ), released AS (
     UPDATE runs SET status = f.status, reason = f.reason, owner = NULL, lease_until = NULL,
@@ -479,10 +519,21 @@ INSERT INTO run_log (run_id, seq, record) VALUES ($1, $2, $3)
 ON CONFLICT (run_id, seq) DO NOTHING;
 
 -- name: append_final_fenced
--- The same, only while runs.epoch = $4 (FOR SHARE, as in append_fenced).
+-- The same, only while runs.epoch = $4 (FOR SHARE, as in append_fenced) and only if the
+-- record follows the log's last record (as append_one_fenced; skipped otherwise, judged).
 INSERT INTO run_log (run_id, seq, record)
 SELECT $1, $2, $3 FROM (SELECT 1 FROM runs WHERE run_id = $1 AND epoch = $4 FOR SHARE) AS fence
+WHERE ($2::bigint = 0
+        OR EXISTS (SELECT 1 FROM run_log WHERE run_id = $1 AND seq = $2 - 1)
+        OR EXISTS (SELECT 1 FROM run_refs WHERE run_id = $1
+                   AND $2 - 1 BETWEEN from_seq AND to_seq))
 ON CONFLICT (run_id, seq) DO NOTHING;
+
+-- name: last_seq
+-- The log's last seq: its own rows' and the ranges it references (-1: none). Read only
+-- to judge a refused append.
+SELECT greatest(coalesce((SELECT max(seq) FROM run_log WHERE run_id = $1), -1),
+                coalesce((SELECT max(to_seq) FROM run_refs WHERE run_id = $1), -1));
 
 -- name: adopt_child
 -- Take a sub-agent run at a new epoch for owner $2, only while its parent $3 is at epoch
@@ -519,6 +570,15 @@ UPDATE runs SET status = 'running', reason = NULL, owner = $2, epoch = runs.epoc
        updated_at = extract(epoch FROM clock_timestamp())
 WHERE run_id = $1 AND parent_run_id IS NULL
   AND status IN ('queued', 'paused', 'waiting', 'running')
+RETURNING epoch, cancel_requested;
+
+-- name: reopen
+-- Take failed top-level run $1 for owner $2 with a lease of $3 seconds at a new epoch, to
+-- retry it.
+UPDATE runs SET status = 'running', reason = NULL, owner = $2, epoch = runs.epoch + 1,
+       lease_until = extract(epoch FROM clock_timestamp()) + $3,
+       updated_at = extract(epoch FROM clock_timestamp()), wake_at = NULL
+WHERE run_id = $1 AND parent_run_id IS NULL AND status = 'failed'
 RETURNING epoch, cancel_requested;
 
 -- name: clock

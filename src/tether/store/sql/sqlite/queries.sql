@@ -4,10 +4,23 @@ INSERT INTO run_log (run_id, seq, record) VALUES (?, ?, ?)
 ON CONFLICT (run_id, seq) DO NOTHING;
 
 -- name: append_fenced
--- Append one record only while the run's epoch is the caller's.
+-- Append one record only while the run's epoch is the caller's (?4), and only if it follows
+-- the log's last record: seq 0, or the seq before it is held, as its own row or, for a
+-- fork, in a range it references (a log never gets a hole: docs/failure-model.md). The
+-- rows of one append are inserted in order, so each follows the one before it.
 INSERT INTO run_log (run_id, seq, record)
-SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND epoch = ?)
+SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM runs WHERE run_id = ?1 AND epoch = ?4)
+  AND (?2 = 0
+       OR EXISTS (SELECT 1 FROM run_log WHERE run_id = ?1 AND seq = ?2 - 1)
+       OR EXISTS (SELECT 1 FROM run_refs WHERE run_id = ?1 AND from_seq <= ?2 - 1
+                  AND to_seq >= ?2 - 1))
 ON CONFLICT (run_id, seq) DO NOTHING;
+
+-- name: last_seq
+-- The log's last seq: its own rows' and the ranges it references (-1: none). Read only
+-- to judge a refused append.
+SELECT max(coalesce((SELECT max(seq) FROM run_log WHERE run_id = ?1), -1),
+           coalesce((SELECT max(to_seq) FROM run_refs WHERE run_id = ?1), -1));
 
 -- name: record_at
 -- The record already stored at a seq (to tell a retry from a conflict).
@@ -273,6 +286,13 @@ UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch
        lease_until = :now + :ttl, updated_at = :now
 WHERE run_id = :run_id AND parent_run_id IS NULL
   AND status IN ('queued', 'paused', 'waiting', 'running')
+RETURNING epoch, cancel_requested;
+
+-- name: reopen
+-- Take a failed top-level run at a new epoch with a lease, to retry it.
+UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
+       lease_until = :now + :ttl, updated_at = :now, wake_at = NULL
+WHERE run_id = :run_id AND parent_run_id IS NULL AND status = 'failed'
 RETURNING epoch, cancel_requested;
 
 -- name: request_cancel
