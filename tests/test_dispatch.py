@@ -22,7 +22,11 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tether"
 
 # Functions that read the body name without dispatching on it: the typed accessor itself,
 # the label for logs and metrics, and the decoder's check that a body is there at all.
-NOT_DISPATCH = {"records.py:body_of", "records.py:label_of", "records.py:decode_one"}
+NOT_DISPATCH = {
+    "model/records.py:body_of",
+    "model/records.py:label_of",
+    "model/records.py:decode_one",
+}
 
 
 def test_the_body_literal_names_every_body_of_the_schema() -> None:
@@ -78,7 +82,12 @@ def test_every_reader_of_a_record_body_matches_it_exhaustively() -> None:
     # The check sees the readers it is meant for.
     # (Graph.apply tells a NodeCompleted by its node id and dispatches every other body in
     # Graph._apply_other.)
-    assert {"graph.py:_apply_other", "graph.py:check", "inspect.py:record_view"} <= set(readers)
+    expected = {
+        "model/graph.py:_apply_other",
+        "model/graph.py:check",
+        "model/run_view.py:record_view",
+    }
+    assert expected <= set(readers)
 
 
 def test_run_status_converts_to_the_record_and_back() -> None:

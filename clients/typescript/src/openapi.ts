@@ -1949,6 +1949,13 @@ export interface components {
             status: string;
             /** @description the status, or `orphaned` for a running run whose owner's lease ran out */
             state: string;
+            /** @description each retry of the run after it failed (POST .../retry): the seq of its run_resumed, how the run had failed, the nodes that ran again; a node that ever failed lists its `attempts` (each failed one with its error, then the completed one) */
+            retries?: {
+                seq: number;
+                at_us: number;
+                error: string;
+                node_ids: string[];
+            }[];
         };
         Workers: {
             workers: Record<string, unknown>[];

@@ -10,10 +10,12 @@ refused with `RunBusy` naming the owner and the seconds it has left, and a takeo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 
 from tether.engine.executor import Outcome
+from tether.engine.follow import Wakeups, follow
 from tether.engine.ownership import admissible
 from tether.engine.runtime import Runtime
 from tether.foundation.core import Budget
@@ -165,6 +167,8 @@ async def _reopen(runtime: Runtime, run_id: str, ttl: float) -> tuple[Claim, Gra
                 f"run {run_id} is a sub-agent run of {info.parent_run_id}; retry its parent "
                 "(its failed sub-agent runs are retried with the nodes that ran them)"
             )
+        if info.status is Status.FAILED:  # marked by a delete under way (Retention.seal)
+            raise RunNotRetryable(f"run {run_id} is being deleted; it cannot be retried")
         raise RunNotRetryable(
             f"run {run_id} is {info.status.value}, not failed; only a failed run can be retried"
         )
@@ -212,11 +216,22 @@ async def cancel(runtime: Runtime, run_id: str, *, ttl: float) -> Status:
 
 
 async def wait_finished(runtime: Runtime, run_id: str, *, within: float) -> Status:
-    """The run's status once its row says it finished, or after `within` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        info = await owner_of(runtime, run_id)
-        if info.status.finished or loop.time() >= deadline:
-            return info.status
-        await asyncio.sleep(0.1)
+    """The run's status once it finished, or after `within` seconds: woken by its appends
+    (this process's, and any process's through the store's listener), not by polling."""
+    if (await owner_of(runtime, run_id)).status.finished:
+        return (await owner_of(runtime, run_id)).status
+    wakeups = Wakeups()
+    unsubscribe = runtime.events.on_record(wakeups.on_record)
+    listener = runtime.store.log.listener(wakeups.on_append)
+    try:
+        if listener is not None:
+            await listener.start()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                async for _ in follow(runtime.store, run_id, wakeups=wakeups, poll=0.5):
+                    pass
+    finally:
+        unsubscribe()
+        if listener is not None:
+            await listener.close()
+    return (await owner_of(runtime, run_id)).status

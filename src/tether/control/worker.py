@@ -21,6 +21,7 @@ from tether.control.routing import Routing
 from tether.engine.ownership import DEFAULT_LEASE_TTL, LeaseKeeper
 from tether.engine.runtime import Runtime
 from tether.foundation import faults, metrics
+from tether.foundation.aio import first_of
 from tether.foundation.errors import (
     CannotContinue,
     LogGap,
@@ -249,14 +250,7 @@ class Worker:
 
     async def _until_stopped(self, aw: Awaitable[Any]) -> None:
         """Await `aw`, or stop waiting as soon as a drain begins."""
-        waiter = asyncio.ensure_future(aw)
-        stop = asyncio.ensure_future(self.stopping.wait())
-        try:
-            await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for fut in (waiter, stop):
-                fut.cancel()
-            await asyncio.gather(waiter, stop, return_exceptions=True)
+        await first_of(aw, self.stopping.wait())
 
     # -- one run -----------------------------------------------------------------
 

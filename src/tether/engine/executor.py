@@ -28,6 +28,8 @@ from tether.foundation.errors import (
     OutputNotSerializable,
     RecordTooLarge,
     RunMustPause,
+    StoreError,
+    StoreFull,
     TetherError,
     UnknownNodeKind,
     WaitCompleted,
@@ -261,6 +263,10 @@ class RunExecutor:
                         await lock.take()
                     try:
                         queue.extend(await rt.writer.commit(g, batch, epoch=self.epoch))
+                    except StoreFull as exc:
+                        # Nothing of the batch landed: its nodes run again on resume.
+                        self._full(exc)
+                        continue
                     finally:
                         lock.release()
                     if self._unnoted:  # a failure record is out: see if this batch holds it
@@ -363,6 +369,9 @@ class RunExecutor:
                 for done, _ in answered:
                     if not done.done():
                         done.set_exception(exc if isinstance(exc, Exception) else NotAccepting())
+                if isinstance(exc, StoreFull):  # the senders are told; the run pauses
+                    self._full(exc)
+                    return []
                 raise
         for done, seq in answered:
             if not done.done():
@@ -421,12 +430,21 @@ class RunExecutor:
             return []
         if isinstance(exc, _Abandoned):
             return []
+        if isinstance(exc, StoreFull):  # a journaled step's record found no space
+            self._full(exc)
+            return []
         if isinstance(exc, BlobError):
             # A recorded value cannot be read, or a blob cannot be written: the node stays
             # unrecorded and the run pauses, to resume once the blob store is repaired.
             self._pause = self._pause or f"node {node_id}: {type(exc).__name__}: {exc}"
             return []
         raise exc
+
+    def _full(self, exc: StoreFull) -> None:
+        """The store has no space left: launch nothing more, pause the run with why."""
+        if self._pause is None:
+            log.warning("run %s: %s; pausing", self.graph.run_id, exc)
+            self._pause = str(exc)
 
     def _note_failures(self, batch: list[tuple[Record, bytes]]) -> None:
         """After a batch is recorded: a node that failed for good fails the run."""
@@ -480,13 +498,32 @@ class RunExecutor:
             )
         # The record, the row's status and the lease's release in one transaction.
         async with self.append_lock:  # a shielded step append may still be landing
-            await rt.writer.finish(g, record, epoch=self.epoch)
+            try:
+                await rt.writer.finish(g, record, epoch=self.epoch)
+            except StoreFull as exc:
+                # Not even the last record fits: the run is paused by its row alone (an
+                # update in place), its log as it was; a resume continues it from there.
+                reason = self._pause if self._pause and "no space left" in self._pause else str(exc)
+                await self._pause_unrecorded(reason)
+                return Outcome(g.run_id, Status.PAUSED, None, reason, g)
         if status is Status.SUCCEEDED and g.result_node is not None:
             # Read after the finish is recorded: an unreadable result blob loses nothing.
             out = g.completed(g.result_node)
             assert out is not None
             result = await self.codec.decode_cached(g.result_node, out.output)
         return Outcome(g.run_id, status, result, g.reason, g)
+
+    async def _pause_unrecorded(self, reason: str) -> None:
+        """Release the run paused with `reason`, recording nothing (no space for a record)."""
+        g, rt = self.graph, self.runtime
+        try:
+            if self.epoch is not None:
+                await rt.store.leases.release(g.run_id, self.epoch, Status.PAUSED, reason)
+            else:
+                await rt.store.runs.set_status(g.run_id, Status.PAUSED, reason=reason)
+        except StoreError as exc:  # its lease runs out; whoever takes it pauses it again
+            log.warning("run %s: could not mark it paused either (%s)", g.run_id, exc)
+        log.warning("run %s: paused unrecorded: %s", g.run_id, reason)
 
     async def _hand_back(self, exc: CannotContinue) -> None:
         """Give the run back queued with why, recording nothing: code that can continue it

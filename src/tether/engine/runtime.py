@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -35,6 +36,8 @@ from tether.foundation.errors import (
     RecordTooLarge,
     RunExists,
     RunNotResumable,
+    StoreError,
+    StoreFull,
     UnknownAgent,
     UnknownRun,
     UnknownSeq,
@@ -575,7 +578,13 @@ class Runtime:
         limits = limits_of(budget) if budget is not None else None
         moved = registry.version if graph.agent_version not in ("", registry.version) else ""
         resumed = run_resumed(self.owner, epoch, limits, version=moved, retry=retry)
-        await self.writer.resume(graph, resumed, epoch=epoch, version=moved or None)
+        try:
+            await self.writer.resume(graph, resumed, epoch=epoch, version=moved or None)
+        except StoreFull as exc:  # still no space: given back paused, with why
+            if epoch is not None:
+                with contextlib.suppress(StoreError):
+                    await self.keeper.release(graph.run_id, epoch, Status.PAUSED, str(exc))
+            raise
 
     async def registry_for(self, graph: Graph) -> Registry:
         """The agent code in this process that continues `graph`; CannotContinue (nothing

@@ -29,6 +29,7 @@ from tether.foundation.errors import (
     StaleEpoch,
     StepBudgetExhausted,
     StepTimeout,
+    StoreFull,
 )
 from tether.model.records import BudgetUsed, Record, dump_json, encode, now_us, step_recorded
 
@@ -39,8 +40,16 @@ if TYPE_CHECKING:
 _ONCE = Retry()
 # Not a step's failure but the run's: a pause, a fence, a log that lost its tail (the run is
 # reloaded), an unreadable blob, a sub-agent run this code cannot continue (a deploy in
-# progress). Never retried.
-STOPS_NODE = (RunMustPause, ChildPaused, StaleEpoch, LogGap, BlobError, CannotContinue)
+# progress), a store with no space left (the run pauses). Never retried.
+STOPS_NODE = (
+    RunMustPause,
+    ChildPaused,
+    StaleEpoch,
+    LogGap,
+    BlobError,
+    CannotContinue,
+    StoreFull,
+)
 
 
 class StepJournal:

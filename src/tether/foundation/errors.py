@@ -19,6 +19,19 @@ class StoreUnavailable(StoreError):
     """The database could not be reached; the operation may be retried."""
 
 
+class StoreFull(StoreError):
+    """The store has no space left for a write (SQLITE_FULL, PostgreSQL's disk_full): nothing
+    of that write landed, and what was recorded before is intact. Runs pause; once space
+    is freed, `tether resume` continues them."""
+
+    def __init__(self, store: str, detail: str) -> None:
+        super().__init__(
+            f"store {store}: no space left ({detail}); free space, then resume the paused runs"
+        )
+        self.store = store
+        self.detail = detail
+
+
 class ConflictingRecord(StoreError):
     """A different record already exists at this (run_id, seq)."""
 
@@ -270,6 +283,21 @@ class RunIsLive(TetherError):
             f"run {run_id!r} was not deleted: {which} {status}; cancel it or wait until it finishes"
         )
         self.run_id = run_id
+
+
+class ParentIsLive(RunIsLive):
+    """A sub-agent run whose parent (or a run above it) has not finished: deleting it would
+    take from the parent's tree a run it may still read back."""
+
+    def __init__(self, run_id: str, parent_run_id: str, status: str) -> None:
+        TetherError.__init__(
+            self,
+            f"run {run_id!r} was not deleted: it is a sub-agent run of {parent_run_id!r}, "
+            f"which is {status}; delete {parent_run_id!r} once it has finished (its "
+            "sub-agent runs go with it)",
+        )
+        self.run_id = run_id
+        self.parent_run_id = parent_run_id
 
 
 class EventRefused(TetherError):

@@ -4,8 +4,11 @@ A run is deleted with its sub-agent runs, log rows first (last seqs first, a few
 thousand rows a transaction, so no lock on `run_log` is held for long and a pass cut
 short leaves each log a valid prefix), then the run rows. The store deletes only
 finished runs, in the statement itself; a family with any live member (queued, running,
-paused) is skipped by `prune` and refused by `delete_run`. A run that forks reference has
-those rows copied into each fork before its log goes (`remove_runs`): forks stay readable.
+paused) is skipped by `prune` and refused by `delete_run`, and so is a sub-agent run whose
+parent has not finished (`ParentIsLive`). A family is marked as being deleted before any
+of it goes (`Retention.seal`), so a retry cannot reopen part of it meanwhile. A run that
+forks reference has those rows copied into each fork before its log goes (`remove_runs`):
+forks stay readable.
 
 Blobs are content-addressed and may be shared between runs. `prune` leaves them to
 `tether blobs gc`, which deletes those no remaining run points to. `delete_run` (an
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 
 from tether.blobs.base import BlobStore
 from tether.blobs.errors import BlobRefRefused
-from tether.foundation.errors import RunIsLive, UnknownRun
+from tether.foundation.errors import ParentIsLive, RunIsLive, UnknownRun
 from tether.model.records import blob_refs, decode_log
 from tether.ops.blob_gc import referenced_blobs
 from tether.store.base import RunInfo, Status, Store
@@ -81,7 +84,14 @@ def _by_root(family: Sequence[RunInfo], roots: Sequence[str]) -> dict[str, list[
 
 
 async def remove_runs(store: Store, run_ids: Sequence[str], *, batch_rows: int) -> Rows:
-    """Delete these finished runs' log rows in bounded batches, then their rows.
+    """Delete these finished runs' log rows in bounded batches, then their rows; whole
+    families only (a run with every run below it). RunIsLive, with nothing deleted, if one
+    of them is not finished (any more: a retry reopened it since it was looked at).
+
+    First every one of them is marked as being deleted (`Retention.seal`, one statement):
+    from then on no retry reopens any, so no family is taken apart with part of it live,
+    which would leave a parent whose sub-agent run is gone, or a sub-agent run whose
+    parent is. If not all could be marked, the marks are taken off and nothing goes.
 
     Rows that forks reference are copied into those forks first (copy-on-delete, bounded
     the same way): a fork stays readable when its source goes. Before each batch, and again
@@ -89,6 +99,14 @@ async def remove_runs(store: Store, run_ids: Sequence[str], *, batch_rows: int) 
     references are copied out before they go; a fork whose source's rows are already gone
     is refused (`tether.store.forks`).
     """
+    if await store.retention.seal(run_ids) < len(set(run_ids)):
+        await store.retention.unseal(run_ids)
+        family = await store.retention.families(run_ids)
+        live = _live_member(family)
+        first = run_ids[0]
+        raise RunIsLive(
+            first, live.run_id if live else first, live.status.value if live else "gone"
+        )
     removed = Rows()
     while True:
         while await store.forks.detach(run_ids, limit=batch_rows) >= batch_rows:
@@ -137,20 +155,29 @@ async def prune(
             break
         cursor = (page[-1].updated_at, page[-1].run_id)
         roots = [info.run_id for info in page]
-        ids: list[str] = []
+        doomed: dict[str, list[str]] = {}
         for root, family in _by_root(await retention.families(roots), roots).items():
             if not family or _live_member(family) is not None:
                 skipped += bool(family)
                 continue
-            pruned.append(root)
-            runs += 1
-            children += len(family) - 1
-            ids += [info.run_id for info in family]
-        if ids:
-            if dry_run:
-                removed += await retention.log_size(ids)
-            else:
+            doomed[root] = [info.run_id for info in family]
+        ids = [run_id for family_ids in doomed.values() for run_id in family_ids]
+        if ids and dry_run:
+            removed += await retention.log_size(ids)
+        elif ids:
+            try:  # the page's families at once, as nearly always
                 removed += await remove_runs(store, ids, batch_rows=batch_rows)
+            except RunIsLive:  # one was reopened (a retry) since: the others one by one
+                for root, family_ids in list(doomed.items()):
+                    try:
+                        removed += await remove_runs(store, family_ids, batch_rows=batch_rows)
+                    except RunIsLive:
+                        del doomed[root]
+                        skipped += 1
+        for family_ids in doomed.values():
+            pruned.append(family_ids[0])
+            runs += 1
+            children += len(family_ids) - 1
         if len(page) < batch_runs:
             break
     return PruneReport(
@@ -190,6 +217,14 @@ async def delete_run(
     family = await store.retention.families([run_id])
     if not family:
         raise UnknownRun(run_id)
+    parent = family[0].parent_run_id
+    while parent is not None:  # a sub-agent run: every run above it must have finished
+        above = await store.runs.get(parent)
+        if above is None:
+            break
+        if not above.status.finished:
+            raise ParentIsLive(run_id, above.run_id, above.status.value)
+        parent = above.parent_run_id
     live = _live_member(family)
     if live is not None:
         raise RunIsLive(run_id, live.run_id, live.status.value)

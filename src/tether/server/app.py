@@ -16,6 +16,7 @@ from starlette.middleware import Middleware
 
 from tether.blobs import BlobStore
 from tether.control.metering import metering
+from tether.engine.follow import Wakeups
 from tether.server.auth import BearerAuth
 from tether.server.connections import CloseUnreadBodies
 from tether.server.events import StreamSettings
@@ -26,7 +27,6 @@ from tether.server.listing import UsageCache
 from tether.server.routes import exception_handlers, routes
 from tether.server.session import DEFAULT_TTL_S, Sessions
 from tether.server.views import Publisher
-from tether.server.wakeups import Wakeups
 from tether.store.base import LogListener, Store
 
 

@@ -109,6 +109,23 @@ def document() -> dict[str, Any]:
             "properties": {
                 "status": {"type": "string", "description": _STATUS},
                 "state": {"type": "string", "description": _STATE},
+                "retries": {
+                    "type": "array",
+                    "description": "each retry of the run after it failed (POST .../retry): "
+                    "the seq of its run_resumed, how the run had failed, the nodes that ran "
+                    "again; a node that ever failed lists its `attempts` (each failed one "
+                    "with its error, then the completed one)",
+                    "items": {
+                        "type": "object",
+                        "required": ["seq", "at_us", "error", "node_ids"],
+                        "properties": {
+                            "seq": {"type": "integer"},
+                            "at_us": {"type": "integer"},
+                            "error": {"type": "string"},
+                            "node_ids": {"type": "array", "items": {"type": "string"}},
+                        },
+                    },
+                },
             },
         },
         Workers={

@@ -60,6 +60,17 @@ class Retention(ABC):
         against a fork being created (`tether.store.forks`)."""
 
     @abstractmethod
+    async def seal(self, run_ids: Sequence[str]) -> int:
+        """Mark these runs as being deleted, those that are finished, in one statement;
+        return how many it marked (fewer than asked: one is live, or gone). A marked run
+        is never reopened (`Leases.reopen`, a retry): a delete that marked a whole family
+        can take it apart without a retry bringing part of it back meanwhile."""
+
+    @abstractmethod
+    async def unseal(self, run_ids: Sequence[str]) -> None:
+        """Take the mark of `seal` off these runs (a delete that did not go ahead)."""
+
+    @abstractmethod
     async def delete_runs(self, run_ids: Sequence[str]) -> int:
         """Delete the run rows of these runs that are finished; return how many."""
 

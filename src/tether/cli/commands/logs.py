@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import signal
 import time
 from typing import Any, assert_never
 
+from tether.engine.follow import Wakeups, follow
 from tether.foundation.errors import UnknownRun
 from tether.foundation.money import money
 from tether.foundation.status import Status
 from tether.model.records import Record, Value, at_us_of, body_of, decode_one
 from tether.model.run_view import record_view
-from tether.server.wakeups import Wakeups
 from tether.store import Store
 
 # How much of a value a line shows.
@@ -127,36 +126,24 @@ async def cmd_logs(store: Store, args: argparse.Namespace) -> int:
 async def _tail(
     store: Store, args: argparse.Namespace, wakeups: Wakeups, stop: asyncio.Event
 ) -> None:
-    run_id, last = args.run_id, -1
-    while not stop.is_set():
-        woken = wakeups.current(run_id)  # taken before the read: no wake-up is lost
-        rows = await store.log.read(run_id, after_seq=last)
-        ended = False
-        for seq, data in rows:
-            record = decode_one(run_id, seq, data)
-            if args.json:
-                print(json.dumps(record_view(run_id, seq, record)), flush=True)
-            else:
-                print(log_line(seq, record), flush=True)
-            last = seq
-            ended = record.HasField("run_finished") or record.HasField("run_paused")
-        if not args.follow:
-            return
-        info = await store.runs.get(run_id)
-        if ended and info is not None and info.status in (Status.PAUSED, *_FINISHED):
-            return  # finished or paused, and nobody took it up again since
-        if not rows and info is not None and info.status.finished:
-            if not await store.log.read(run_id, after_seq=last):
-                return
-            continue
-        waits = [asyncio.ensure_future(woken.wait()), asyncio.ensure_future(stop.wait())]
-        try:
-            await asyncio.wait(waits, timeout=args.settings.poll, return_when="FIRST_COMPLETED")
-        finally:
-            for w in waits:
-                w.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(*waits, return_exceptions=True)
+    if not args.follow:
+        for seq, data in await store.log.read(args.run_id, after_seq=-1):
+            _print(args, seq, decode_one(args.run_id, seq, data))
+        return
+    records = follow(
+        store,
+        args.run_id,
+        wakeups=wakeups,
+        poll=args.settings.poll,
+        stop=stop,
+        until_paused=True,
+    )
+    async for seq, record in records:
+        _print(args, seq, record)
 
 
-_FINISHED = tuple(s for s in Status if s.finished)
+def _print(args: argparse.Namespace, seq: int, record: Record) -> None:
+    if args.json:
+        print(json.dumps(record_view(args.run_id, seq, record)), flush=True)
+    else:
+        print(log_line(seq, record), flush=True)

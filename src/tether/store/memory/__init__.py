@@ -292,6 +292,8 @@ class MemoryLeases(Leases):
         info, now = self._s.runs.get(run_id), time.time()
         if info is None or info.parent_run_id is not None or info.status is not Status.FAILED:
             return None
+        if run_id in self._s.cancels:  # being deleted (`Retention.seal`)
+            return None
         self._s.runs[run_id] = replace(
             info,
             status=Status.RUNNING,
@@ -435,6 +437,22 @@ class MemoryRetention(Retention):
             for seq in sorted(log, reverse=True)[: limit - gone.rows]:
                 gone += Rows(1, len(log.pop(seq)))
         return gone
+
+    async def seal(self, run_ids: Sequence[str]) -> int:
+        # As the SQL stores do: the cancel flag, meaningless on a finished run, is the mark.
+        marked = 0
+        for run_id in run_ids:
+            info = self._s.runs.get(run_id)
+            if info is not None and info.status.finished:
+                self._s.cancels.add(run_id)
+                marked += 1
+        return marked
+
+    async def unseal(self, run_ids: Sequence[str]) -> None:
+        for run_id in run_ids:
+            info = self._s.runs.get(run_id)
+            if info is not None and info.status.finished:
+                self._s.cancels.discard(run_id)
 
     async def delete_runs(self, run_ids: Sequence[str]) -> int:
         done = 0

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from tether.foundation.errors import StoreError, StoreUnavailable
+from tether.foundation.errors import StoreError, StoreFull, StoreUnavailable
 
 # SQLSTATEs that mean the server went away or is not accepting us yet: a retry on a
 # fresh connection may succeed (admin_shutdown is what pg_terminate_backend sends).
@@ -88,8 +88,17 @@ def wrap_errors(where: str) -> Iterator[None]:
         raise refused(where, exc) from exc
 
 
+# disk_full: a data file could not be extended ("No space left on device").
+_DISK_FULL = "53100"
+
+
 def refused(where: str, exc: BaseException) -> StoreError:
-    """A statement the server (or the driver) refused, as tether's error."""
+    """A statement the server (or the driver) refused, as tether's error: StoreFull for a
+    disk with no space left (nothing of the statement landed)."""
+    if getattr(exc, "sqlstate", None) == _DISK_FULL:
+        # The server's message alone (its HINT, "Check free disk space.", on a line of its
+        # own, says less than the error does): a pause reason reads as one line.
+        return StoreFull(f"postgresql {where}", getattr(exc, "message", None) or str(exc))
     return StoreError(f"postgresql {where}: {exc}")
 
 

@@ -53,6 +53,12 @@ class PostgresRetention(Retention):
             row = (await conn.fetch(Q["delete_log"], ids, limit))[0]
         return Rows(int(row[0]), int(row[1]))
 
+    async def seal(self, run_ids: Sequence[str]) -> int:
+        return len(await self._db.fetch(Q["seal"], list(run_ids)))
+
+    async def unseal(self, run_ids: Sequence[str]) -> None:
+        await self._db.execute(Q["unseal"], list(run_ids))
+
     async def delete_runs(self, run_ids: Sequence[str]) -> int:
         return int((await self._db.fetch(Q["delete_runs"], list(run_ids)))[0][0])
 

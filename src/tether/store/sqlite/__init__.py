@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tether.foundation import clock
-from tether.foundation.errors import RunExists, StaleEpoch, StoreError, StoreNotReady, UnknownRun
+from tether.foundation.errors import (
+    RunExists,
+    StaleEpoch,
+    StoreError,
+    StoreFull,
+    StoreNotReady,
+    UnknownRun,
+)
 from tether.store.base import EVERY_RUN, LogStore, RunFilter, RunInfo, RunTable, Status, Store
 from tether.store.queries import load_migrations, load_queries
 from tether.store.sqlite.append import append_rows
@@ -23,6 +30,17 @@ from tether.store.sqlite.workers import SqliteWorkers
 
 T = TypeVar("T")
 Q = load_queries("sqlite")
+
+
+# SQLITE_FULL: "database or disk is full" (the file system, or `PRAGMA max_page_count`).
+_SQLITE_FULL = 13
+
+
+def _full(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return bool(code & 0xFF == _SQLITE_FULL)
+    return "database or disk is full" in str(exc)
 
 
 class _Db:
@@ -54,6 +72,8 @@ class _Db:
         try:
             return await loop.run_in_executor(self._pool, fn)
         except sqlite3.Error as exc:
+            if _full(exc):
+                raise StoreFull(f"sqlite:///{self.path}", str(exc)) from exc
             raise StoreError(f"sqlite {self.path}: {exc}") from exc
 
     def transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -61,10 +81,13 @@ class _Db:
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = fn(conn)
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # SQLite may have rolled back already (SQLITE_FULL, an I/O error): a ROLLBACK
+            # then would fail and hide why; a failed COMMIT leaves it open otherwise.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
         return result
 
     async def open(self) -> None:

@@ -71,6 +71,18 @@ class SqliteRetention(Retention):
 
         return await self._db.call(lambda: self._db.transaction(work))
 
+    async def seal(self, run_ids: Sequence[str]) -> int:
+        ids = json.dumps(list(run_ids))
+
+        def work(conn: sqlite3.Connection) -> int:
+            return len(conn.execute(Q["seal"], (ids,)).fetchall())
+
+        return await self._db.call(lambda: self._db.transaction(work))
+
+    async def unseal(self, run_ids: Sequence[str]) -> None:
+        ids = json.dumps(list(run_ids))
+        await self._db.call(lambda: self._db.transaction(lambda c: c.execute(Q["unseal"], (ids,))))
+
     async def delete_runs(self, run_ids: Sequence[str]) -> int:
         ids = json.dumps(list(run_ids))
 

@@ -578,7 +578,7 @@ RETURNING epoch, cancel_requested;
 UPDATE runs SET status = 'running', reason = NULL, owner = $2, epoch = runs.epoch + 1,
        lease_until = extract(epoch FROM clock_timestamp()) + $3,
        updated_at = extract(epoch FROM clock_timestamp()), wake_at = NULL
-WHERE run_id = $1 AND parent_run_id IS NULL AND status = 'failed'
+WHERE run_id = $1 AND parent_run_id IS NULL AND status = 'failed' AND NOT cancel_requested
 RETURNING epoch, cancel_requested;
 
 -- name: clock
@@ -586,8 +586,9 @@ RETURNING epoch, cancel_requested;
 SELECT extract(epoch FROM clock_timestamp())::double precision;
 
 -- name: request_cancel
--- Ask for a run to be cancelled, unless it has finished; returns its status then.
-UPDATE runs SET cancel_requested = (status NOT IN ('succeeded', 'failed', 'cancelled'))
+-- Ask for a run to be cancelled, unless it has finished (a finished run keeps its mark of
+-- being deleted, `seal`); returns its status then.
+UPDATE runs SET cancel_requested = cancel_requested OR (status NOT IN ('succeeded', 'failed', 'cancelled'))
 WHERE run_id = $1
 RETURNING status;
 
@@ -645,6 +646,18 @@ WITH doomed AS (
     RETURNING octet_length(record) AS size
 )
 SELECT count(*), coalesce(sum(size), 0)::bigint FROM gone;
+
+-- name: seal
+-- Mark the finished runs among the given ones as being deleted (cancel_requested, which
+-- means nothing else on a finished run): `reopen` refuses a marked run.
+UPDATE runs SET cancel_requested = true
+WHERE run_id = ANY($1::text[]) AND status IN ('succeeded', 'failed', 'cancelled')
+RETURNING run_id;
+
+-- name: unseal
+-- Take that mark off again (a delete that did not go ahead).
+UPDATE runs SET cancel_requested = false
+WHERE run_id = ANY($1::text[]) AND status IN ('succeeded', 'failed', 'cancelled');
 
 -- name: delete_runs
 -- Delete the rows of the finished runs among the given ones, with their references and

@@ -293,11 +293,13 @@ RETURNING epoch, cancel_requested;
 UPDATE runs SET status = 'running', reason = NULL, owner = :owner, epoch = epoch + 1,
        lease_until = :now + :ttl, updated_at = :now, wake_at = NULL
 WHERE run_id = :run_id AND parent_run_id IS NULL AND status = 'failed'
+  AND NOT cancel_requested
 RETURNING epoch, cancel_requested;
 
 -- name: request_cancel
--- Ask for a run to be cancelled, unless it has finished; returns its status then.
-UPDATE runs SET cancel_requested = (status NOT IN ('succeeded', 'failed', 'cancelled'))
+-- Ask for a run to be cancelled, unless it has finished (a finished run keeps its mark of
+-- being deleted, `seal`); returns its status then.
+UPDATE runs SET cancel_requested = cancel_requested OR (status NOT IN ('succeeded', 'failed', 'cancelled'))
 WHERE run_id = ?
 RETURNING status;
 
@@ -347,6 +349,20 @@ DELETE FROM run_log WHERE (run_id, seq) IN (
     LIMIT ?
 )
 RETURNING length(record);
+
+-- name: seal
+-- Mark the finished runs among the given ones (a JSON array) as being deleted
+-- (cancel_requested, which means nothing else on a finished run): `reopen` refuses them.
+UPDATE runs SET cancel_requested = 1
+WHERE run_id IN (SELECT value FROM json_each(?))
+  AND status IN ('succeeded', 'failed', 'cancelled')
+RETURNING run_id;
+
+-- name: unseal
+-- Take that mark off again (a delete that did not go ahead).
+UPDATE runs SET cancel_requested = 0
+WHERE run_id IN (SELECT value FROM json_each(?))
+  AND status IN ('succeeded', 'failed', 'cancelled');
 
 -- name: delete_runs
 -- Delete the rows of the finished runs among the given ones (a JSON array); the caller
