@@ -317,3 +317,67 @@ async def test_model_requests_take_from_the_models_shared_rate_limit(
     assert rate_wait_ms(outcome.graph) > 500
     times = sorted(r.at for r in models.requests)
     assert len(times) == 2 and times[1] - times[0] >= 0.9
+
+
+def dispatcher(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
+    said = [m.text for m in messages if m.role == "tool"]
+    if not said:
+        return Turn(
+            tool_calls=[
+                ToolCall("ship", {"order": "A1"}),
+                ToolCall("ship", {"order": "B2"}),
+            ]
+        )
+    return Turn(text="Shipping: " + " | ".join(said))
+
+
+async def test_deferred_external_calls_park_the_run_until_their_results_are_delivered(
+    durable_store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    from pydantic_ai import CallDeferred, DeferredToolRequests
+
+    models.scripts.add("dispatcher", dispatcher)
+    model = OpenAIChatModel("script:dispatcher", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(
+        model,
+        name="dispatcher",
+        output_type=[str, DeferredToolRequests],
+        capabilities=[TetherDurability()],
+    )
+    ran: list[str] = []
+
+    @agent.tool_plain
+    def ship(order: str) -> str:
+        """Ship an order: done by the warehouse system, which reports back."""
+        ran.append(order)
+        raise CallDeferred(metadata={"queue": "warehouse"})
+
+    durable = TetherAgent(agent, name="test.pydantic_ai.dispatcher")
+    rt = Runtime(durable_store)
+    parked = await durable.run("Ship A1 and B2.", runtime=rt)
+    assert parked.status is Status.WAITING, parked.reason
+    # Parked: no owner, no lease, nothing executing; one wait per call with what it asks.
+    info = await durable_store.runs.get(parked.run_id)
+    assert info is not None and info.status is Status.WAITING and info.owner is None
+    codec = rt.new_codec()
+    asked = {}
+    for key, wait in {w.key: w for w in parked.graph.pending_waits()}.items():
+        data = await codec.decode(wait.spec.data)
+        assert data["tool"] == "ship" and data["kind"] == "external"
+        assert data["metadata"] == {"queue": "warehouse"}
+        asked[data["arguments"]["order"]] = key
+    assert set(asked) == {"A1", "B2"} and ran == ["A1", "B2"]
+    # Results come from elsewhere: one value, one failure. A malformed one is refused.
+    from tether.foundation.errors import BadEventPayload
+
+    with pytest.raises(BadEventPayload):
+        await rt.signal(parked.run_id, asked["A1"], {"status": "shipped"})
+    await rt.signal(parked.run_id, asked["A1"], {"result": {"tracking": "TRK-1"}})
+    await rt.signal(parked.run_id, asked["B2"], {"error": "out of stock"})
+    # Another process (a fresh runtime, as after a restart) takes it up.
+    done = await Runtime(durable_store).resume(parked.run_id)
+    assert done.status is Status.SUCCEEDED, done.reason
+    assert ran == ["A1", "B2"]  # the tool is not called again: the results stand for it
+    content = done.result["content"]
+    assert content.startswith("Shipping: ") and "TRK-1" in content and "out of stock" in content
+    assert [r.turn_index for r in models.requests] == [0, 1]

@@ -87,6 +87,7 @@ class Agent:
         rate_limits: Sequence[RateLimit] = (),
         max_running: int | None = None,
         max_running_per_key: int | None = None,
+        per_run_keys: bool = False,
     ) -> None:
         self.name = name
         # What a parent agent's model calls this agent by (names are global, tool names local).
@@ -139,6 +140,7 @@ class Agent:
             compatible=compatible,
             max_running=max_running,
             max_running_per_key=max_running_per_key,
+            per_run_keys=per_run_keys,
         )
         self.registry.add("turn", self._turn)
         # One kind per tool, so each keeps its own retry policy and the graph names it.

@@ -14,12 +14,14 @@ Blobs are sealed and opened whole (a streamed put is gathered first).
 from __future__ import annotations
 
 import hashlib
+import hmac
 from collections.abc import AsyncIterable, AsyncIterator
 
 from tether.blobs.base import BlobInfo, BlobReader, BlobRef, BlobStore, check_sha256
 from tether.blobs.errors import BlobCorrupt
 from tether.foundation import metrics
 from tether.foundation.crypto.keyring import KeyRing
+from tether.foundation.crypto.runkeys import RunKeyBox, run_of_key
 from tether.foundation.crypto.seal import NONCE_BYTES, address, open_sealed, seal
 from tether.foundation.errors import KeyRingError
 
@@ -73,9 +75,20 @@ class _Plain(BlobReader):
 class SealedBlobStore(BlobStore):
     """Seals what it puts and opens what it gets; everything else is the inner store's."""
 
-    def __init__(self, inner: BlobStore, ring: KeyRing) -> None:
+    def __init__(self, inner: BlobStore, ring: KeyRing, box: RunKeyBox | None = None) -> None:
         self.inner = inner
-        self.ring = ring
+        self._ring = ring
+        # A run's view (per-run keys): blobs are sealed and addressed under its key, and
+        # blobs sealed under other runs' keys are opened once their key is fetched.
+        self.box = box
+
+    @property
+    def ring(self) -> KeyRing:
+        return self._ring if self.box is None else self.box.ring
+
+    def for_run(self, box: RunKeyBox) -> SealedBlobStore:
+        """This store as a run with its own key (or a reader of such runs) sees it."""
+        return SealedBlobStore(self.inner, self._ring, box)
 
     @property
     def root_url(self) -> str:
@@ -114,9 +127,14 @@ class SealedBlobStore(BlobStore):
         stored = b"".join([chunk async for chunk in self.inner._read_chunks(addr)])
         if len(stored) == ref.size and hashlib.sha256(stored).hexdigest() == addr:
             return stored  # plain, from before encryption
+        key_id = key_id_of(stored)
+        addresses = [self.ring.address]
+        if self.box is not None and key_id is not None:
+            await self.box.have(key_id)  # DataShredded if the run's key was destroyed
+            addresses = [self.box.address_key_of(key_id)]
         plain = unframe(self.ring, ref.url, stored)
         if len(plain) != ref.size or addr not in (
-            address(self.ring, plain),
+            *(hmac.new(k, plain, hashlib.sha256).hexdigest() for k in addresses),
             hashlib.sha256(plain).hexdigest(),
         ):
             raise BlobCorrupt(
@@ -142,8 +160,9 @@ class SealedBlobStore(BlobStore):
     async def reseal(self, sha256: str) -> bool:
         """Seal a stored blob again under the current key; False if it already is."""
         stored = await self.stored(sha256)
-        if key_id_of(stored) == self.ring.current:
-            return False
+        kid = key_id_of(stored)
+        if kid == self.ring.current or (kid is not None and run_of_key(kid) is not None):
+            return False  # a run's own key does not rotate (its wrapping does)
         if hashlib.sha256(stored).hexdigest() == sha256:
             plain = stored  # plain, from before encryption: sealed now, same address
         else:

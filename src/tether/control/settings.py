@@ -38,6 +38,7 @@ ENVIRONMENT = {
     "TETHER_BLOB_URL": "blobs",
     "TETHER_S3_ENDPOINT": "s3_endpoint",
     "TETHER_KEYS": "keys",
+    "TETHER_PER_RUN_KEYS": "per_run_keys",
     "TETHER_CONCURRENCY": "concurrency",
     "TETHER_POLL": "poll",
     "TETHER_LOG_FORMAT": "log_format",
@@ -79,6 +80,8 @@ class Settings:
     lease_ttl: float = DEFAULT_LEASE_TTL
     grace: float = DEFAULT_GRACE
     keys: KeyRing | None = field(default=None, repr=False)
+    # Every new run gets its own data key (crypto-shredding); needs `keys`.
+    per_run_keys: bool = False
     concurrency: int = DEFAULT_CONCURRENCY
     poll: float = DEFAULT_POLL
     # Checked when logs are configured (`tether worker`, `tether serve`), not before.
@@ -117,6 +120,16 @@ class Settings:
         def given(name: str, variable: str) -> Any:
             return flags[name] if name in flags else environ.get(variable) or None
 
+        per_run_keys = environ.get("TETHER_PER_RUN_KEYS", "").strip().lower() in (
+            "1",
+            "true",
+            "yes",
+        )
+        keys = load_ring(environ.get("TETHER_KEYS"))
+        if per_run_keys and keys is None:
+            from tether.foundation.errors import KeyRingError
+
+            raise KeyRingError("TETHER_PER_RUN_KEYS=1 needs a key ring: set TETHER_KEYS")
         speed = _number(flags, environ, "demo_speed", "TETHER_DEMO_SPEED", float, 0.0)
         runs = _number(flags, environ, "concurrency", "TETHER_CONCURRENCY", int, 1)
         poll = _number(flags, environ, "poll", "TETHER_POLL", float, 0.001)
@@ -127,7 +140,8 @@ class Settings:
             s3_endpoint=environ.get("TETHER_S3_ENDPOINT") or None,
             lease_ttl=flags.get("lease_ttl", DEFAULT_LEASE_TTL),
             grace=flags.get("grace", DEFAULT_GRACE),
-            keys=load_ring(environ.get("TETHER_KEYS")),
+            keys=keys,
+            per_run_keys=per_run_keys,
             concurrency=DEFAULT_CONCURRENCY if runs is None else int(runs),
             poll=DEFAULT_POLL if poll is None else poll,
             log_format=given("log_format", "TETHER_LOG_FORMAT"),

@@ -86,5 +86,10 @@ async def check_blobs(blobs: BlobStore, settings: Settings) -> None:
 def new_runtime(store: Store, settings: Settings, *, blobs: BlobStore | None = None) -> Runtime:
     """A runtime on `store` (and `blobs`) with the settings' grace, lease TTL and keys."""
     return Runtime(
-        store, grace=settings.grace, lease_ttl=settings.lease_ttl, keys=settings.keys, blobs=blobs
+        store,
+        grace=settings.grace,
+        lease_ttl=settings.lease_ttl,
+        keys=settings.keys,
+        blobs=blobs,
+        per_run_keys=settings.per_run_keys,
     )

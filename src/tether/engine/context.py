@@ -88,7 +88,7 @@ class Context:
     @property
     def blobs(self) -> BlobStore:
         """The run's blob store (BlobError if the runtime has none)."""
-        blobs = self._run.runtime.blobs
+        blobs = self._run.codec.blobs  # the run's view: sealed under its own key, if any
         if blobs is None:
             raise BlobError(
                 f"node {self.node_id} of run {self.run_id} needs a blob store and none is "

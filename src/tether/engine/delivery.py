@@ -133,7 +133,7 @@ async def _append_event(
     if state is None:
         return None
     check_payload(graph, state, payload)
-    value = await rt.new_codec().encode(payload)  # blobs first
+    value = await (await rt.codec_for(graph.run_id)).encode(payload)  # blobs first
     record = event_record(state, value, event_id)
     rt.check_record_size(graph.run_id, state.spec.node_id, encode(record))
     return await rt.writer.write(graph, record, epoch=epoch)

@@ -169,6 +169,8 @@ class RunExecutor:
         self.runtime.executing[self.graph.run_id] = self
         bound = logs.bind_run(self.graph.run_id, self.runtime.owner, self.epoch)
         try:
+            if self.runtime.keys is not None:  # write under the run's own key, if it has one
+                self.codec = await self.runtime.codec_for(self.graph.run_id)
             return await self._execute()
         finally:
             logs.unbind_run(bound)

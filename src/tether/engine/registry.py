@@ -80,10 +80,14 @@ class Registry:
         compatible: Iterable[str] | CompatibleFn | None = None,
         max_running: int | None = None,
         max_running_per_key: int | None = None,
+        per_run_keys: bool = False,
     ) -> None:
         if version is not None and not version.strip():
             raise ValueError(f"agent {name!r}: version must not be empty")
         self.name = name
+        # Each run gets its own data key under the key ring, so that it can be shredded
+        # (`tether runs delete --shred`); needs a key ring (TETHER_KEYS).
+        self.per_run_keys = per_run_keys
         # Concurrency limits this code brings (`tether.store.limits`): of the agent's runs as
         # a whole, and of each concurrency key's; stored when its runs are created unless
         # one is set already (`tether limits set --agent` wins). Checked here (BadLimit).

@@ -24,6 +24,7 @@ from tether.engine.writer import RecordWriter
 from tether.foundation import eager
 from tether.foundation.core import Budget, Usage
 from tether.foundation.crypto.keyring import KeyRing
+from tether.foundation.crypto.runkeys import DataShredded, RunKeyBox, new_run_key, unwrap
 from tether.foundation.errors import (
     BudgetSpent,
     CannotContinue,
@@ -32,6 +33,7 @@ from tether.foundation.errors import (
     ChildWaiting,
     ConflictingRecord,
     CorruptRecord,
+    KeyRingError,
     LogGap,
     RecordTooLarge,
     RunExists,
@@ -89,10 +91,13 @@ class Runtime:
         offload_threshold: int = DEFAULT_OFFLOAD_THRESHOLD,
         keys: KeyRing | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        per_run_keys: bool = False,
     ) -> None:
         self.store = store
         # With a key ring, every Value's JSON and every blob is sealed before it is written.
         self.keys = keys
+        # Every new run gets its own data key (as an agent's `per_run_keys=True` asks).
+        self.per_run_keys = per_run_keys
         if keys is not None and blobs is not None and not isinstance(blobs, SealedBlobStore):
             blobs = SealedBlobStore(blobs, keys)
         self.blobs = blobs
@@ -135,7 +140,38 @@ class Runtime:
         self.writer.retry_s = seconds
 
     def new_codec(self) -> ValueCodec:
-        return ValueCodec(self.blobs, threshold=self.offload_threshold, keys=self.keys)
+        """A codec that reads any run's values (run keys fetched when first named); what it
+        encodes is sealed under the ring's current key. `codec_for` writes as a run."""
+        if self.keys is None:
+            return ValueCodec(self.blobs, threshold=self.offload_threshold)
+        box = RunKeyBox(self.keys, self._fetch_run_key)
+        blobs = self.blobs.for_run(box) if isinstance(self.blobs, SealedBlobStore) else self.blobs
+        return ValueCodec(blobs, threshold=self.offload_threshold, keys=self.keys, box=box)
+
+    async def codec_for(self, run_id: str, *, new_key: bool = False) -> ValueCodec:
+        """A codec that writes as run `run_id`: under its own data key if it has one (or,
+        with `new_key`, one made now and stored wrapped by the ring), else as `new_codec`."""
+        codec = self.new_codec()
+        if codec.box is None:
+            return codec
+        key: bytes | None = None
+        if new_key:
+            made, wrapped = new_run_key(codec.box.base, run_id)
+            if await self.store.keys.put(run_id, wrapped):
+                key = made  # else the run has a row already: a retried create, a shredded id
+        if key is None:
+            row = await self._fetch_run_key(run_id)
+            if row is not None:
+                if row[0] is None:
+                    raise DataShredded(run_id, row[1])
+                key = unwrap(codec.box.base, run_id, row[0])
+        if key is not None:
+            codec.box.bind(run_id, key)
+        return codec
+
+    async def _fetch_run_key(self, run_id: str) -> tuple[bytes | None, float | None] | None:
+        row = (await self.store.keys.get([run_id])).get(run_id)
+        return None if row is None else (row.wrapped, row.shredded_at)
 
     def check_record_size(self, run_id: str, node_id: str, data: bytes) -> None:
         """RecordTooLarge if an encoded record is over `record_cap`."""
@@ -281,9 +317,19 @@ class Runtime:
             key, priority = check_key(key) or None, check_priority(priority)
             await self._store_limit_defaults(name, registry)
         run_id = run_id or new_run_id()
+        own_key = self.per_run_keys or registry.per_run_keys
+        if own_key and self.keys is None:
+            raise KeyRingError(
+                f"agent {name!r} gives each run its own data key (per_run_keys), which needs "
+                "a key ring: pass Runtime(keys=...) or set TETHER_KEYS"
+            )
+        if parent is not None and self.keys is not None and not own_key:
+            # A sub-agent run of a run with its own key has its own too (shredded with it).
+            own_key = parent[0] in await self.store.keys.get([parent[0]])
+        codec = await self.codec_for(run_id, new_key=own_key)
         record = run_started(
             name,
-            await self.new_codec().encode(input),
+            await codec.encode(input),
             entry=registry.entry,
             root_id=ROOT_ID,
             config=dump_json(config) if config else b"",

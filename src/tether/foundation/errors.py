@@ -285,6 +285,21 @@ class RunIsLive(TetherError):
         self.run_id = run_id
 
 
+class CannotShred(TetherError):
+    """A run asked to be shredded has no data key of its own; nothing was deleted."""
+
+    status = 409
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id!r} was not deleted: it has no data key of its own (it was written "
+            "without per_run_keys / TETHER_PER_RUN_KEYS=1, or without a key ring), so "
+            "shredding could not make copies of it unreadable; `tether runs delete` without "
+            "--shred deletes it"
+        )
+        self.run_id = run_id
+
+
 class ParentIsLive(RunIsLive):
     """A sub-agent run whose parent (or a run above it) has not finished: deleting it would
     take from the parent's tree a run it may still read back."""

@@ -228,11 +228,14 @@ class TetherAgent:
     from the recorded steps, never stored). Its output is JSON: `{"content": <the last
     output>, "outputs": [...]}`. Submit runs to workers by the registry's name.
 
-    Tools built with `requires_approval=True` (give the agent `output_type=[...,
-    DeferredToolRequests]`) wait for a person: the node records the messages so far and
-    spawns one durable wait per call (`tether signal`, the page, `POST .../signals/{key}`
-    with `{"approve": bool, "reason"?, "arguments"?}`); the run parks until all are answered,
-    then a new node goes on with the answers. `approval_timeout` (seconds) denies unanswered.
+    Deferred tool calls (give the agent `output_type=[..., DeferredToolRequests]`) wait
+    durably: the node records the messages so far and spawns one wait per call, answered
+    with `tether signal`, the page or `POST .../signals/{key}`: a tool built with
+    `requires_approval=True` waits for `{"approve": bool, "reason"?, "arguments"?}`, a call
+    its tool deferred (`raise CallDeferred()`, an `ExternalToolset`) for `{"result": ...}`
+    or `{"error": "..."}`. The run parks until all are answered, then a new node goes on
+    with the answers. `approval_timeout` (seconds) denies unanswered approvals and fails
+    unanswered external calls.
     """
 
     def __init__(
@@ -260,7 +263,9 @@ class TetherAgent:
     async def _run_node(self, ctx: Context, node: Node) -> NodeResult:
         spec = node.input if isinstance(node.input, dict) else {"prompt": node.input}
         history = await approvals.history_of(ctx)
-        answered = await approvals.answers(ctx, spec["approvals"]) if "approvals" in spec else None
+        answered = None
+        if "approvals" in spec:  # a continuation: the answers to the deferred calls
+            answered = await approvals.answers(ctx, spec["approvals"], spec.get("calls"))
         prompts: list[str | None] = list(spec.get("prompts") or [spec.get("prompt") or ""])
         if answered is not None:  # first, go on from where the approvals were asked
             prompts = [None, *spec["prompts"]]

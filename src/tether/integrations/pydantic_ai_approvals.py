@@ -1,18 +1,31 @@
-"""pydantic-ai's deferred tool approvals as tether's durable waits.
+"""pydantic-ai's deferred tool calls (approvals and external calls) as tether's durable waits.
 
-A `TetherAgent` node whose agent run ends with `DeferredToolRequests` (a tool built with
-`requires_approval=True`) records the messages it produced and spawns one wait per call,
-answered like a tether agent's approvals (`{"approve": bool, "reason"?, "arguments"?}`), and
-a continuation node after them. The run parks while nobody answers. The continuation
-rebuilds the history from its ancestors' messages and runs the agent on with the answers
-as `DeferredToolResults`.
+A `TetherAgent` node whose agent run ends with `DeferredToolRequests` records the messages
+it produced and spawns one wait per deferred call, and a continuation node after them:
+
+- a call of a tool built with `requires_approval=True` waits for an approval, answered like
+  a tether agent's (`{"approve": bool, "reason"?, "arguments"?}`);
+- a call deferred by its tool (`raise CallDeferred(...)`, or a tool of an
+  `ExternalToolset`) waits for its result, delivered by whoever runs it elsewhere:
+  `{"result": <any JSON>}` is what the tool returns to the model, `{"error": "..."}` a
+  failure the model sees (`ToolFailed`).
+
+The run parks while nobody answers (no lease, no task). The continuation rebuilds the
+history from its ancestors' messages and runs the agent on with the answers as
+`DeferredToolResults`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai import (
+    DeferredToolRequests,
+    DeferredToolResults,
+    ToolApproved,
+    ToolDenied,
+    ToolFailed,
+)
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from tether.agent.loop import APPROVAL_SCHEMA
@@ -38,9 +51,29 @@ async def history_of(ctx: Context) -> list[ModelMessage] | None:
     return ModelMessagesTypeAdapter.validate_python(recorded)
 
 
-async def answers(ctx: Context, waits: dict[str, str]) -> DeferredToolResults:
-    """The approvals delivered to this node's waits, by tool call id."""
+# What the result of a deferred external call is delivered as.
+RESULT_SCHEMA = {
+    "type": "object",
+    "properties": {"result": {}, "error": {"type": "string"}},
+    "minProperties": 1,
+    "maxProperties": 1,
+    "additionalProperties": False,
+}
+
+
+async def answers(
+    ctx: Context, waits: dict[str, str], calls: dict[str, str] | None = None
+) -> DeferredToolResults:
+    """The approvals and external results delivered to this node's waits, by tool call id."""
     results = DeferredToolResults()
+    for call_id, key in (calls or {}).items():
+        event = await ctx.event(key)
+        if event.timed_out:
+            results.calls[call_id] = ToolFailed("no result: the call's wait timed out")
+        elif "error" in event.payload:
+            results.calls[call_id] = ToolFailed(str(event.payload["error"]))
+        else:
+            results.calls[call_id] = event.payload["result"]
     for call_id, key in waits.items():
         event = await ctx.event(key)
         if event.timed_out:
@@ -58,17 +91,27 @@ async def answers(ctx: Context, waits: dict[str, str]) -> DeferredToolResults:
 def ask(
     ctx: Context, requests: DeferredToolRequests, rest: list[str], *, timeout: float | None
 ) -> list[Spawn | Wait]:
-    """One wait per call waiting for approval, and the node that goes on once all answered."""
-    if requests.calls:
-        names = [c.tool_name for c in requests.calls]
-        raise TypeError(f"external tool calls {names} are not supported on tether; use approvals")
+    """One wait per deferred call (an approval, or an external call's result), and the node
+    that goes on once all are answered."""
     waits: dict[str, str] = {}
+    calls: dict[str, str] = {}
     spawn: list[Spawn | Wait] = []
+    for i, call in enumerate(requests.calls):
+        key = f"call-{ctx.node_id[:12]}-{i}"
+        calls[call.tool_call_id] = key
+        data = {
+            "tool": call.tool_name,
+            "arguments": call.args_as_dict(),
+            "tool_call_id": call.tool_call_id,
+            "kind": requests.kind(call.tool_call_id),
+            "metadata": requests.metadata.get(call.tool_call_id),
+        }
+        spawn.append(Wait(key, timeout=timeout, data=data, schema=RESULT_SCHEMA))
     for i, call in enumerate(requests.approvals):
         key = f"approve-{ctx.node_id[:12]}-{i}"
         waits[call.tool_call_id] = key
         data = {"tool": call.tool_name, "arguments": call.args_as_dict()}
         spawn.append(Wait(key, timeout=timeout, data=data, schema=APPROVAL_SCHEMA))
-    go_on = {"approvals": waits, "prompts": rest}
-    spawn.append(Spawn("run", go_on, key="resume", after=list(waits.values())))
+    go_on = {"approvals": waits, "calls": calls, "prompts": rest}
+    spawn.append(Spawn("run", go_on, key="resume", after=[*calls.values(), *waits.values()]))
     return spawn

@@ -6,6 +6,7 @@ from typing import Any
 
 from tether.blobs import BlobError, BlobRef, BlobStore
 from tether.foundation.crypto.keyring import KeyRing
+from tether.foundation.crypto.runkeys import DataShredded, RunKeyBox
 from tether.foundation.crypto.seal import open_sealed, seal
 from tether.foundation.errors import KeyRingError
 from tether.model.records import BlobRefPb, Sealed, Value, dump_json, load_json
@@ -43,11 +44,15 @@ class ValueCodec:
         *,
         threshold: int = DEFAULT_OFFLOAD_THRESHOLD,
         keys: KeyRing | None = None,
+        box: RunKeyBox | None = None,
     ) -> None:
         self.blobs = blobs
         self.threshold = threshold
         # With a ring, inline JSON is sealed (and `blobs` is expected to seal too).
-        self.keys = keys
+        self._keys = keys
+        # Per-run keys: the ring plus the run keys fetched so far, and the run whose key
+        # seals what this codec encodes once bound (`Runtime.codec_for`).
+        self.box = box
         self._cache: dict[str, Any] = {}
 
     async def encode(self, obj: Any) -> Value:
@@ -76,6 +81,10 @@ class ValueCodec:
                 field.json = data
             return None
         return data
+
+    @property
+    def keys(self) -> KeyRing | None:
+        return self._keys if self.box is None else self.box.ring
 
     def _seal(self, data: bytes) -> Sealed:
         assert self.keys is not None
@@ -114,6 +123,11 @@ class ValueCodec:
                     f"value sealed under key id {sealed.key_id!r}, but no key ring is "
                     "configured: set TETHER_KEYS to the ring the run was written with"
                 )
+            if self.box is not None:
+                try:
+                    await self.box.have(sealed.key_id)
+                except DataShredded as gone:  # shown as such, never an error that stops
+                    return gone.marker()
             return load_json(
                 open_sealed(self.keys, sealed.key_id, sealed.nonce, sealed.ciphertext, _VALUE_AAD)
             )
@@ -127,7 +141,10 @@ class ValueCodec:
                 )
             # get() resolves the url against this store first: a foreign ref is refused
             # before anything is fetched, and the bytes are checked against size and sha256.
-            return load_json(await self.blobs.get(ref))
+            try:
+                return load_json(await self.blobs.get(ref))
+            except DataShredded as gone:
+                return gone.marker()
         raise ValueError(f"value kind {kind!r} is not known to this version of tether")
 
     async def decode_cached(self, key: str, value: Value) -> Any:

@@ -44,6 +44,7 @@ from tether.store.forks import Origin, plan_segments
 
 if TYPE_CHECKING:
     from tether.engine.runtime import Runtime
+    from tether.model.values import ValueCodec
 
 
 async def fork(
@@ -72,11 +73,15 @@ async def fork(
     outputs, inputs = dict(set_outputs or {}), dict(set_inputs or {})
     if both := sorted(set(outputs) & set(inputs)):
         raise BadFork(f"node(s) {', '.join(both)}: set an output or an input, not both")
+    fork_id = check_run_id(new_id) if new_id else new_run_id()
     if at_seq is not None and not outputs and not inputs:
         seq, head = await _point(runtime, run_id, at_seq)
         own: dict[int, Record] = {}
     else:
-        seq, head, own = await _rewritten(runtime, run_id, at_seq, before_node, outputs, inputs)
+        codec = await _fork_codec(runtime, run_id, fork_id)
+        seq, head, own = await _rewritten(
+            runtime, codec, run_id, at_seq, before_node, outputs, inputs
+        )
     head.run_started.forked_from_run_id = run_id
     head.run_started.forked_from_seq = seq
     del head.run_started.overridden_node_ids[:]
@@ -85,8 +90,8 @@ async def fork(
         if not isinstance(budget, Budget):  # relative to the fork's own past, not the source's
             budget = apply_change(budget, await runtime.load(run_id, at_seq=seq))
         own[seq + 1] = run_resumed(runtime.owner, None, limits_of(budget))
-
-    fork_id = check_run_id(new_id) if new_id else new_run_id()
+    if at_seq is not None and not outputs and not inputs:
+        await _fork_codec(runtime, run_id, fork_id)  # its own key, if the source has one
     segments = plan_segments(run_id, await runtime.store.forks.segments(run_id), seq, own)
     # On the version its prefix ends on: claimed by workers of that version (pinning).
     version = await _version_at(runtime, run_id, seq, head) or None
@@ -98,6 +103,15 @@ async def fork(
     await runtime.writer.create_forks([fork_, *family])
     await runtime.store.leases.notify()
     return fork_id
+
+
+async def _fork_codec(runtime: Runtime, run_id: str, fork_id: str) -> ValueCodec:
+    """The codec the fork writes with: a fork of a run with its own data key gets its own
+    (made and stored now; the records it references stay sealed under the source's)."""
+    if runtime.keys is None:
+        return runtime.new_codec()
+    has_key = run_id in await runtime.store.keys.get([run_id])
+    return await runtime.codec_for(fork_id, new_key=has_key)
 
 
 async def _point(runtime: Runtime, run_id: str, seq: int) -> tuple[int, Record]:
@@ -116,6 +130,7 @@ async def _point(runtime: Runtime, run_id: str, seq: int) -> tuple[int, Record]:
 
 async def _rewritten(
     runtime: Runtime,
+    codec: ValueCodec,
     run_id: str,
     at_seq: int | None,
     before_node: str | None,
@@ -136,8 +151,8 @@ async def _rewritten(
     _check_not_end(run_id, seq, records[seq])
     prefix = list(records[: seq + 1])
     prefix[0] = copy_of(prefix[0])
-    changed = await _override_outputs(runtime, run_id, seq, prefix, outputs)
-    changed |= await _override_inputs(runtime, run_id, seq, prefix, inputs)
+    changed = await _override_outputs(codec, run_id, seq, prefix, outputs)
+    changed |= await _override_inputs(codec, run_id, seq, prefix, inputs)
 
     scratch = Graph(run_id)
     try:  # the rewritten records, decoded already: replayed as a load replays a record
@@ -198,12 +213,11 @@ def _seq_before(run_id: str, records: Sequence[Record], node_id: str) -> int:
 
 
 async def _override_outputs(
-    runtime: Runtime, run_id: str, seq: int, prefix: list[Record], outputs: dict[str, Any]
+    codec: ValueCodec, run_id: str, seq: int, prefix: list[Record], outputs: dict[str, Any]
 ) -> set[int]:
     """Replace the outputs of these nodes in `prefix` (BadFork if one is not completed
     there); return the seqs changed."""
     left, changed = set(outputs), set()
-    codec = runtime.new_codec()
     for i, record in enumerate(prefix):
         if record.HasField("node_completed") and record.node_completed.node_id in left:
             node_id = record.node_completed.node_id
@@ -220,7 +234,7 @@ async def _override_outputs(
 
 
 async def _override_inputs(
-    runtime: Runtime, run_id: str, seq: int, prefix: list[Record], inputs: dict[str, Any]
+    codec: ValueCodec, run_id: str, seq: int, prefix: list[Record], inputs: dict[str, Any]
 ) -> set[int]:
     """Replace the inputs of these nodes, pending at the end of `prefix`, in the records
     that spawned them (BadFork if one is not pending there); return the seqs changed."""
@@ -237,7 +251,6 @@ async def _override_inputs(
             "set an input of a node pending there (or its output with --set)"
         )
     left, changed = set(inputs), set()
-    codec = runtime.new_codec()
     for i, record in enumerate(prefix):
         if record.HasField("run_started"):
             specs = record.run_started.roots

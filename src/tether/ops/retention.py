@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from tether.blobs.base import BlobStore
 from tether.blobs.errors import BlobRefRefused
-from tether.foundation.errors import ParentIsLive, RunIsLive, UnknownRun
+from tether.foundation.errors import CannotShred, ParentIsLive, RunIsLive, UnknownRun
 from tether.model.records import blob_refs, decode_log
 from tether.ops.blob_gc import referenced_blobs
 from tether.store.base import RunInfo, Status, Store
@@ -62,6 +62,7 @@ class DeleteReport:
     blobs: int  # blobs deleted (no other run points to them)
     blob_bytes: int
     blobs_kept: int  # the run's blobs that another run still points to
+    shredded: int = 0  # run keys destroyed (`shred`)
 
 
 def _live_member(family: Sequence[RunInfo]) -> RunInfo | None:
@@ -211,9 +212,15 @@ async def delete_run(
     *,
     blobs: BlobStore | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    shred: bool = False,
 ) -> DeleteReport:
     """Delete a finished run and its sub-agent runs now, and (given the blob store) the
-    blobs no other run points to. UnknownRun or RunIsLive, with nothing deleted."""
+    blobs no other run points to. UnknownRun or RunIsLive, with nothing deleted.
+
+    With `shred`, the data keys of the run and its sub-agent runs are destroyed first
+    (CannotShred, nothing deleted, if the run has none): what is left anywhere (rows a
+    fork copied or references, a backup of the blob store, an exported `.tlog`) can no
+    longer be opened and reads as `{"$shredded": ...}`."""
     family = await store.retention.families([run_id])
     if not family:
         raise UnknownRun(run_id)
@@ -229,6 +236,12 @@ async def delete_run(
     if live is not None:
         raise RunIsLive(run_id, live.run_id, live.status.value)
     ids = [info.run_id for info in family]
+    shredded = 0
+    if shred:
+        held = await store.keys.get(ids)
+        if run_id not in held:
+            raise CannotShred(run_id)
+        shredded = await store.keys.shred(ids)  # first: from here on nothing opens
     theirs = {} if blobs is None else await _blobs_of(store, blobs, ids)
     removed = await remove_runs(store, ids, batch_rows=batch_rows)
     deleted = freed = kept = 0
@@ -241,7 +254,9 @@ async def delete_run(
             await blobs.delete(sha256)
             deleted += 1
             freed += size
-    return DeleteReport(run_id, len(ids), removed.rows, removed.bytes, deleted, freed, kept)
+    return DeleteReport(
+        run_id, len(ids), removed.rows, removed.bytes, deleted, freed, kept, shredded
+    )
 
 
 # The advisory lock a retention pass holds: one replica at a time prunes.

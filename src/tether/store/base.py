@@ -12,6 +12,7 @@ from tether.foundation.status import Status as Status  # re-exported: stores spe
 
 if TYPE_CHECKING:
     from tether.store.forks import ForkTable
+    from tether.store.keys import RunKeys
     from tether.store.limits import ConcurrencyLimits
     from tether.store.rates import RateLimits
     from tether.store.retention import Retention
@@ -386,6 +387,7 @@ class Store(ABC):
     leases: Leases
     retention: Retention
     rates: RateLimits
+    keys: RunKeys
     limits: ConcurrencyLimits
     schedules: Schedules
     forks: ForkTable

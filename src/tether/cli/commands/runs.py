@@ -50,6 +50,12 @@ def add_parser(sub: Any) -> None:
         "delete", help="delete a finished run, its sub-agent runs and blobs no other run uses"
     )
     delete.add_argument("run_id")
+    delete.add_argument(
+        "--shred",
+        action="store_true",
+        help="destroy the run's data key first (crypto-shredding): copies left anywhere (a "
+        "fork's rows, backups of the blobs, an exported .tlog) can no longer be read",
+    )
     delete.set_defaults(fn=cmd_runs_delete, read_only=False)
     upgrade = runs_sub.add_parser(
         "upgrade",
@@ -129,9 +135,10 @@ async def cmd_runs_delete(store: Store, args: argparse.Namespace) -> int:
     from tether.ops import delete_run
 
     async with open_blobs(args.settings) as blobs:
-        report = await delete_run(store, args.run_id, blobs=blobs)
+        report = await delete_run(store, args.run_id, blobs=blobs, shred=args.shred)
     console.print(
-        f"deleted run {report.run_id} ({report.runs} runs with its sub-agent runs): "
+        (f"shredded {report.shredded} run keys, then " if args.shred else "")
+        + f"deleted run {report.run_id} ({report.runs} runs with its sub-agent runs): "
         f"{report.rows} log rows, {report.log_bytes} bytes; {report.blobs} blobs, "
         f"{report.blob_bytes} bytes"
         + (f"; kept {report.blobs_kept} blobs other runs point to" if report.blobs_kept else "")

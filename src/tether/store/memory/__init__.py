@@ -38,6 +38,7 @@ from tether.store.forks import (
 from tether.store.judgement import AppendFacts, judge_append
 from tether.store.limits import Candidate, claim_order
 from tether.store.memory.flow import (
+    MemoryKeys,
     MemoryLimits,
     MemoryRates,
     MemorySchedules,
@@ -576,6 +577,7 @@ class MemoryStore(Store):
         self.forks = MemoryForks(state, self.runs, self.log)
         self.workers = MemoryWorkers()
         self.rates = MemoryRates()
+        self.keys = MemoryKeys()
         self.schedules = MemorySchedules()
 
     async def open(self) -> None:

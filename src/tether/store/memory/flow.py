@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from tether.foundation.errors import ScheduleExists
 from tether.store.base import RunInfo, Status
+from tether.store.keys import KeyRow, RunKeys
 from tether.store.limits import ConcurrencyLimit, ConcurrencyLimits, Limits
 from tether.store.rates import MIN_WAIT, RateLimit, RateLimits, RateState, granted_meters
 from tether.store.schedules import Schedule, Schedules
@@ -129,3 +130,26 @@ class MemorySchedules(Schedules):
 
     async def next_due(self) -> float | None:
         return min((s.next_at for s in self._rows.values()), default=None)
+
+
+class MemoryKeys(RunKeys):
+    def __init__(self) -> None:
+        self._rows: dict[str, KeyRow] = {}
+
+    async def put(self, run_id: str, wrapped: bytes) -> bool:
+        if run_id in self._rows:
+            return False
+        self._rows[run_id] = KeyRow(run_id, wrapped)
+        return True
+
+    async def get(self, run_ids: Sequence[str]) -> dict[str, KeyRow]:
+        return {i: self._rows[i] for i in run_ids if i in self._rows}
+
+    async def shred(self, run_ids: Sequence[str]) -> int:
+        now, n = time.time(), 0
+        for run_id in run_ids:
+            row = self._rows.get(run_id)
+            if row is not None and row.wrapped is not None:
+                self._rows[run_id] = KeyRow(run_id, None, now)
+                n += 1
+        return n

@@ -34,6 +34,7 @@ from tether.store.base import Store
 from tether.store.postgres.db import PgPool, wrap_errors
 from tether.store.postgres.flow import PostgresLimits, PostgresRates, PostgresSchedules
 from tether.store.postgres.forks import PostgresForks
+from tether.store.postgres.keys import PostgresKeys
 from tether.store.postgres.leases import PostgresLeases
 from tether.store.postgres.log import PostgresLog
 from tether.store.postgres.partitions import log_partitions, partition_log
@@ -60,6 +61,7 @@ class PostgresStore(Store):
         self.forks = PostgresForks(self._db)
         self.workers = PostgresWorkers(self._db)
         self.rates = PostgresRates(self._db)
+        self.keys = PostgresKeys(self._db)
         self.limits = PostgresLimits(self._db)
         self.schedules = PostgresSchedules(self._db)
 

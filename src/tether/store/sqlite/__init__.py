@@ -24,6 +24,7 @@ from tether.store.queries import load_migrations, load_queries
 from tether.store.sqlite.append import append_rows
 from tether.store.sqlite.flow import SqliteLimits, SqliteRates, SqliteSchedules
 from tether.store.sqlite.forks import SqliteForks, fork_records
+from tether.store.sqlite.keys import SqliteKeys
 from tether.store.sqlite.leases import SqliteLeases
 from tether.store.sqlite.retention import SqliteRetention
 from tether.store.sqlite.workers import SqliteWorkers
@@ -281,6 +282,7 @@ class SqliteStore(Store):
         self.forks = SqliteForks(self._db, self.runs)
         self.workers = SqliteWorkers(self._db)
         self.rates = SqliteRates(self._db)
+        self.keys = SqliteKeys(self._db)
         self.limits = SqliteLimits(self._db)
         self.schedules = SqliteSchedules(self._db)
 

@@ -134,3 +134,12 @@ CREATE INDEX runs_served_idx ON runs (concurrency_key, updated_at)
 CREATE INDEX runs_queue_idx ON runs (agent, concurrency_key, priority DESC, created_at,
                                      run_id COLLATE "C")
     WHERE parent_run_id IS NULL AND status = 'queued';
+
+-- Per-run data keys (crypto-shredding): the key of each run that has one, sealed under
+-- the key ring. A shredded run keeps only when it was shredded (tether/store/keys.py).
+CREATE TABLE run_keys (
+    run_id text PRIMARY KEY,
+    wrapped bytea,
+    created_at double precision NOT NULL,
+    shredded_at double precision
+);

@@ -127,3 +127,12 @@ CREATE TABLE run_limits (
 -- Fair turns: when each concurrency key was last served (see migrations/0011_served.sql).
 CREATE INDEX runs_served_idx ON runs (concurrency_key, updated_at)
     WHERE parent_run_id IS NULL AND status <> 'queued';
+
+-- Per-run data keys (crypto-shredding): the key of each run that has one, sealed under
+-- the key ring. A shredded run keeps only when it was shredded (tether/store/keys.py).
+CREATE TABLE run_keys (
+    run_id TEXT PRIMARY KEY,
+    wrapped BLOB,
+    created_at REAL NOT NULL,
+    shredded_at REAL
+);

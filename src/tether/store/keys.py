@@ -1,0 +1,38 @@
+"""Per-run data keys: each run that has one keeps it here, wrapped (sealed) by the key ring.
+
+A row holds the run's 256-bit data key sealed under a key of the ring
+(`tether.foundation.crypto.runkeys`); the store never sees a key in the clear. Shredding a
+run (`tether runs delete --shred`) empties its row and stamps when: whatever still holds the
+run's sealed values or blobs (a fork's rows, a copy of the blob store, an exported `.tlog`)
+can no longer be opened, and readers show it as shredded. Rows are small and outlive an
+ordinary delete, since a fork's copied rows stay sealed under the source's key.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRow:
+    """A run's wrapped data key, or (shredded) None and when it was shredded."""
+
+    run_id: str
+    wrapped: bytes | None
+    shredded_at: float | None = None
+
+
+class RunKeys(ABC):
+    @abstractmethod
+    async def put(self, run_id: str, wrapped: bytes) -> bool:
+        """Store a run's wrapped key unless it has a row (kept or shredded); True if stored."""
+
+    @abstractmethod
+    async def get(self, run_ids: Sequence[str]) -> dict[str, KeyRow]:
+        """The rows of these runs that exist."""
+
+    @abstractmethod
+    async def shred(self, run_ids: Sequence[str]) -> int:
+        """Destroy these runs' keys (their rows stay, emptied and stamped); how many held one."""
