@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench import agents
 from tether.cli import app as cli
-from tether.cli import commands
+from tether.cli.commands.run import cmd_resume
 from tether.control.wiring import Settings, open_store
 
 
@@ -34,7 +34,7 @@ async def _resume(url: str, run_id: str) -> dict[str, float | int]:
 
         store.log.read_all = counted  # type: ignore[method-assign]
         t0 = time.perf_counter()
-        rc = await commands.cmd_resume(store, args)
+        rc = await cmd_resume(store, args)
     assert rc == 0, f"tether resume exited {rc}"
     assert agents.first_step_at is not None, "no node ran"
     return {"seconds": agents.first_step_at - t0, "reads": reads}

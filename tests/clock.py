@@ -4,8 +4,11 @@ exact times."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from tether.foundation.clock import Clock
+from tether.foundation.clock import Clock, use
 
 
 class ManualClock(Clock):
@@ -30,3 +33,28 @@ class ManualClock(Clock):
         self.slept.append(seconds)
         self.advance(seconds)
         await asyncio.sleep(0)  # still a suspension point, as a real sleep is
+
+
+class OffsetClock(Clock):
+    """The system's clocks, `offset` seconds off: a host whose clock is ahead (or behind)."""
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+
+@contextmanager
+def skewed(offset: float) -> Iterator[None]:
+    """This process's clock `offset` seconds off for the length of the block, everywhere
+    Python reads it: `tether.foundation.clock` and `time.time` (as a host whose clock is
+    set wrong would read it; the database's clock stays right)."""
+    real_time, real_ns = time.time, time.time_ns
+    time.time = lambda: real_time() + offset  # type: ignore[assignment]
+    time.time_ns = lambda: real_ns() + int(offset * 1e9)  # type: ignore[assignment]
+    try:
+        with use(OffsetClock(offset)):
+            yield
+    finally:
+        time.time, time.time_ns = real_time, real_ns  # type: ignore[assignment]

@@ -12,7 +12,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,12 @@ from tether.agent import Agent, ModelNotConfigured
 from tether.testing import (
     ClientError,
     LocalModelServer,
+    Message,
     RateLimited,
     ServerError,
+    ToolCall,
+    ToolSpec,
+    Turn,
     serve_local_models,
 )
 
@@ -190,6 +194,48 @@ async def test_a_tools_own_error_is_not_an_outage(durable_store: Store, host: Mo
     # handler's own exception is judged by its retry policy, as before.
     assert outcome.status is Status.SUCCEEDED
     assert "the tool's own bug" in outcome.result["content"]
+
+
+def boss(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
+    """Hand the sum to the helper sub-agent, then answer with what it said."""
+    results = [m.text for m in messages if m.role == "tool"]
+    if not results:
+        return Turn(tool_calls=[ToolCall("helper", {"task": "add 2 and 3"})])
+    return Turn(text="helper says: " + results[-1])
+
+
+async def test_a_sub_agents_outage_pauses_its_parent_and_resume_finishes_both(
+    durable_store: Store, host: ModelHost
+) -> None:
+    host.models.scripts.add("boss", boss)
+    helper = Agent(
+        "tests.outage.helper",
+        model=MODEL,
+        tools=[outage_agents.add],
+        base_url=host.url + "/v1",
+        tool_name="helper",
+        model_attempts=2,
+        model_backoff=0.01,
+    )
+    parent = Agent(
+        "tests.outage.boss", model="openai:script:boss", base_url=host.url + "/v1", tools=[helper]
+    )
+    await host.up()
+    outage_agents.BETWEEN.append(host.down)  # the helper's tool takes the model down
+    try:
+        paused = await Runtime(durable_store).start(parent.registry, {"prompt": "sum"})
+        assert paused.status is Status.PAUSED, paused.reason
+        assert paused.reason.startswith("sub-agent run ")
+        assert f"model {MODEL} unreachable (connection refused)" in paused.reason
+        await host.up()
+        done = await Runtime(durable_store).resume(paused.run_id)
+        assert done.status is Status.SUCCEEDED, done.reason
+        assert done.result["content"] == "helper says: 2 + 3 = 5"
+        child = [r for r in await durable_store.runs.list() if r.parent_run_id == paused.run_id]
+        assert [c.status for c in child] == [Status.SUCCEEDED]
+    finally:
+        await helper.aclose()
+        await parent.aclose()
 
 
 # -- configuration errors, refused before anything is recorded ---------------------------

@@ -29,6 +29,7 @@ from tests.disk_agents import filler
 from tests.faults.harness import REPO_ROOT, TETHER_SRC
 from tests.pgcluster import PgCluster, private_root, shutdown
 from tether import Runtime, Status, Store, store_from_url
+from tether.control.worker import Worker
 from tether.foundation.errors import StoreFull
 from tether.model.records import Record, decode_log
 from tether.store.postgres import migrate
@@ -161,6 +162,37 @@ async def test_sqlite_full_pauses_runs_keeps_history_and_resume_finishes(
     # ... and `tether resume` (a new process, a new connection) finishes the others.
     del logs["full0"]
     await resume_all_with_the_cli(url, logs)
+
+
+async def test_sqlite_full_under_a_worker_pauses_its_runs_and_the_worker_goes_on(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'tether.db'}"
+    async with store_from_url(url) as store:
+        runtime = Runtime(store, owner="w1")
+        run_ids = [
+            await runtime.submit(filler, {"nodes": NODES, "size": SIZE}, run_id=f"full{k}")
+            for k in range(RUNS)
+        ]
+        room = RUNS * NODES * SIZE // 3 // await pragma(store, "PRAGMA page_size")
+        pages = await pragma(store, "PRAGMA page_count")
+        await pragma(store, f"PRAGMA max_page_count = {pages + room}")
+        worker = Worker(runtime, lease_ttl=30, poll=0.05)
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(worker.run())
+            for _ in range(3000):  # until each run is released paused (a 60 s bound)
+                if worker.counts["paused"] + worker.counts["failed"] >= RUNS:
+                    break
+                await asyncio.sleep(0.02)
+            worker.stop()
+        assert worker.counts["paused"] == RUNS and not worker.counts["failed"], worker.counts
+        for run_id in run_ids:
+            row = await store.runs.get(run_id)
+            assert row is not None and row.status is Status.PAUSED and row.owner is None
+            assert row.reason is not None and "no space left" in row.reason
+        await pragma(store, "PRAGMA max_page_count = 1073741823")
+        for run_id in run_ids:
+            assert (await Runtime(store).resume(run_id)).status is Status.SUCCEEDED
 
 
 # -- PostgreSQL: a private cluster, its tether database on a small filesystem ------------

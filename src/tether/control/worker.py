@@ -27,6 +27,7 @@ from tether.foundation.errors import (
     LogGap,
     StaleEpoch,
     StoreError,
+    StoreFull,
     StoreUnavailable,
 )
 from tether.ops.retention import retention_pass
@@ -295,6 +296,11 @@ class Worker:
             # Its log kept refusing appends after reloads: give it back for a fresh take-up.
             log.error("run %s: %s; giving it back queued", run_id, exc)
             await self._release(claim, Status.QUEUED, f"reload after a lost log tail: {exc}")
+        except StoreFull as exc:
+            # Not even its RunResumed fitted: given back paused, with why (not failed: a
+            # `tether resume` finishes it once space is freed).
+            log.error("run %s: %s; left paused", run_id, exc)
+            self._count("paused")
         except StoreUnavailable as exc:
             # The lease runs out and another worker (or this one) takes the run up again.
             log.error("run %s: store unavailable (%s); leaving it to its lease", run_id, exc)

@@ -22,6 +22,7 @@ from tether.foundation.errors import (
 from tether.store.base import EVERY_RUN, LogStore, RunFilter, RunInfo, RunTable, Status, Store
 from tether.store.queries import load_migrations, load_queries
 from tether.store.sqlite.append import append_rows
+from tether.store.sqlite.dbtime import db_now
 from tether.store.sqlite.flow import SqliteLimits, SqliteRates, SqliteSchedules
 from tether.store.sqlite.forks import SqliteForks, fork_records
 from tether.store.sqlite.keys import SqliteKeys
@@ -167,7 +168,7 @@ class SqliteRuns(RunTable):
     ) -> None:
         """Insert the run's row and seq 0 in the caller's transaction (RunExists if taken)."""
         now = clock.now()  # creation time orders claims; tests set it
-        lease_until = None if lease_s is None else time.time() + lease_s
+        lease_until = None if lease_s is None else db_now(conn) + lease_s
         try:
             conn.execute(
                 Q["create_run"],
@@ -244,7 +245,7 @@ class SqliteRuns(RunTable):
                     "parent": where.parent_run_id,
                     "top": int(where.top_level),
                     "orphaned": None if where.orphaned is None else int(where.orphaned),
-                    "now": time.time(),  # leases are timed by this clock (sqlite_leases)
+                    "now": db_now(self._db.conn),  # leases are timed by the database's clock
                     "limit": limit,
                     "offset": offset,
                 }
@@ -256,6 +257,9 @@ class SqliteRuns(RunTable):
             ).fetchall()
 
         return [_info(r) for r in await self._db.call(work)]
+
+    async def clock(self) -> float:
+        return await self._db.call(lambda: db_now(self._db.conn))
 
     async def count_by_status(self) -> dict[Status, int]:
         rows = await self._db.call(lambda: self._db.conn.execute(Q["count_by_status"]).fetchall())

@@ -6,13 +6,14 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tether.foundation.errors import ScheduleExists
 from tether.store.limits import ConcurrencyLimit, ConcurrencyLimits, limit_of
 from tether.store.queries import load_queries
 from tether.store.rates import MIN_WAIT, RateLimit, RateLimits, RateState, rate_state
 from tether.store.schedules import Schedule, Schedules, schedule_of, schedule_row
+from tether.store.sqlite.dbtime import db_now
 
 if TYPE_CHECKING:
     from tether.store.sqlite import _Db
@@ -94,8 +95,11 @@ class SqliteLimits(ConcurrencyLimits):
         return [limit_of(r) for r in rows]
 
     async def held(self, agent: str) -> dict[str, int]:
-        args = {"agent": agent, "now": time.time()}
-        rows = await self._db.call(lambda: self._db.conn.execute(LQ["limit_held"], args).fetchall())
+        def work() -> list[Any]:
+            conn = self._db.conn
+            return conn.execute(LQ["limit_held"], {"agent": agent, "now": db_now(conn)}).fetchall()
+
+        rows = await self._db.call(work)
         return {r[0]: int(r[1]) for r in rows}
 
 

@@ -13,6 +13,7 @@ from tether.foundation.errors import StaleEpoch
 from tether.store.base import Claim, Leases, Renewal, Serves, Status, Stranded
 from tether.store.queries import load_queries
 from tether.store.sqlite.append import append_rows
+from tether.store.sqlite.dbtime import db_now
 
 if TYPE_CHECKING:
     from tether.store.sqlite import _Db
@@ -42,7 +43,6 @@ class SqliteLeases(Leases):
             return []
         args = {
             "owner": owner,
-            "now": time.time(),
             "ttl": ttl,
             "limit": limit,
             "skip": json.dumps(list(skip)),
@@ -52,6 +52,7 @@ class SqliteLeases(Leases):
         }
 
         def work(conn: sqlite3.Connection) -> list[Claim]:
+            args["now"] = db_now(conn)  # the database's clock judges the leases
             if not conn.execute(LQ["claim_mode"]).fetchone()[0]:
                 rows = conn.execute(Q["claim"], args).fetchall()
                 return [Claim(r[0], r[1], bool(r[2])) for r in rows]
@@ -65,18 +66,21 @@ class SqliteLeases(Leases):
 
     async def stranded(self, serves: Serves, skip: Sequence[str], limit: int) -> list[Stranded]:
         args = {
-            "now": time.time(),
             "skip": json.dumps(list(skip)),
             "serves": _pairs(serves),
             "limit": limit,
         }
-        rows = await self._db.call(lambda: self._db.conn.execute(Q["stranded"], args).fetchall())
+
+        def work() -> list[sqlite3.Row]:
+            conn = self._db.conn
+            return conn.execute(Q["stranded"], {**args, "now": db_now(conn)}).fetchall()
+
+        rows = await self._db.call(work)
         return [Stranded(r[0], r[1], r[2]) for r in rows]
 
     async def renew(self, owner: str, held: Sequence[Claim], ttl: float) -> Renewal:
-        until = time.time() + ttl
-
         def work(conn: sqlite3.Connection) -> Renewal:
+            until = db_now(conn) + ttl
             lost, cancel = [], []
             for c in held:
                 row = conn.execute(Q["renew"], (until, c.run_id, c.epoch, owner)).fetchone()
@@ -101,7 +105,7 @@ class SqliteLeases(Leases):
         def work(conn: sqlite3.Connection) -> bool:
             if final is not None:
                 append_rows(conn, run_id, [final], epoch)
-            args = (status.value, reason, time.time(), wake_at, run_id)
+            args = (status.value, reason, db_now(conn), wake_at, run_id)
             if epoch is None:
                 return conn.execute(Q["release_unfenced"], args).rowcount == 1
             return conn.execute(Q["release"], (*args, epoch)).rowcount == 1
@@ -113,14 +117,13 @@ class SqliteLeases(Leases):
     ) -> int:
         args = {
             "owner": owner,
-            "now": time.time(),
             "run_id": run_id,
             "parent": parent_run_id,
             "parent_epoch": parent_epoch,
         }
 
         def work(conn: sqlite3.Connection) -> int | None:
-            row = conn.execute(Q["adopt_child"], args).fetchone()
+            row = conn.execute(Q["adopt_child"], {**args, "now": db_now(conn)}).fetchone()
             return None if row is None else int(row[0])
 
         epoch = await self._db.call(lambda: self._db.transaction(work))
@@ -131,10 +134,11 @@ class SqliteLeases(Leases):
     async def take(
         self, run_id: str, owner: str, ttl: float, *, force: bool = False
     ) -> Claim | None:
-        args = {"owner": owner, "now": time.time(), "ttl": ttl, "run_id": run_id}
+        args = {"owner": owner, "ttl": ttl, "run_id": run_id}
 
         def work(conn: sqlite3.Connection) -> Claim | None:
-            row = conn.execute(Q["take_force" if force else "take"], args).fetchone()
+            query = Q["take_force" if force else "take"]
+            row = conn.execute(query, {**args, "now": db_now(conn)}).fetchone()
             return None if row is None else Claim(run_id, int(row[0]), bool(row[1]))
 
         return await self._db.call(lambda: self._db.transaction(work))
@@ -156,8 +160,12 @@ class SqliteLeases(Leases):
         return await self._db.call(lambda: self._db.transaction(work))
 
     async def next_wake(self) -> float | None:
-        row = await self._db.call(lambda: self._db.conn.execute(Q["next_wake"]).fetchone())
-        return None if row is None or row[0] is None else float(row[0]) - time.time()
+        def work() -> float | None:
+            conn = self._db.conn
+            row = conn.execute(Q["next_wake"]).fetchone()
+            return None if row is None or row[0] is None else float(row[0]) - db_now(conn)
+
+        return await self._db.call(work)
 
     async def notify(self) -> None:
         self._woken.set()

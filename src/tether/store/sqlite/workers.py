@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from typing import TYPE_CHECKING
 
 from tether.store.queries import load_queries
+from tether.store.sqlite.dbtime import db_now
 from tether.store.workers import WorkerInfo, Workers, served_of
 
 if TYPE_CHECKING:
@@ -25,21 +25,21 @@ class SqliteWorkers(Workers):
             "host": info.host,
             "pid": info.pid,
             "started_at": info.started_at,
-            "now": time.time(),
             "ttl": info.ttl,
             "versions": info.versions_json(),
             "runs_held": info.runs_held,
         }
 
         def work(conn: sqlite3.Connection) -> None:
-            conn.execute(Q["beat"], args)
-            conn.execute(Q["forget_dead"], {"now": args["now"]})
+            now = db_now(conn)  # the database's clock, as leases
+            conn.execute(Q["beat"], {**args, "now": now})
+            conn.execute(Q["forget_dead"], {"now": now})
 
         await self._db.call(lambda: self._db.transaction(work))
 
     async def live(self) -> list[WorkerInfo]:
         rows = await self._db.call(
-            lambda: self._db.conn.execute(Q["live"], {"now": time.time()}).fetchall()
+            lambda: self._db.conn.execute(Q["live"], {"now": db_now(self._db.conn)}).fetchall()
         )
         return [WorkerInfo(r[0], r[1], r[2], r[3], r[4], r[5], served_of(r[6]), r[7]) for r in rows]
 

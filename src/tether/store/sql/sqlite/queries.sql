@@ -22,6 +22,11 @@ ON CONFLICT (run_id, seq) DO NOTHING;
 SELECT max(coalesce((SELECT max(seq) FROM run_log WHERE run_id = ?1), -1),
            coalesce((SELECT max(to_seq) FROM run_refs WHERE run_id = ?1), -1));
 
+-- name: clock
+-- The database's clock (SQLite's 'now', the host's), in seconds since the epoch: leases are
+-- set and judged by it (store/sqlite/dbtime.py).
+SELECT (julianday('now') - 2440587.5) * 86400.0;
+
 -- name: record_at
 -- The record already stored at a seq (to tell a retry from a conflict).
 SELECT record FROM run_log WHERE run_id = ? AND seq = ?;

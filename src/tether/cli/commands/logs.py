@@ -12,7 +12,7 @@ import asyncio
 import json
 import signal
 import time
-from typing import assert_never
+from typing import Any, assert_never
 
 from tether.engine.follow import Wakeups, follow
 from tether.foundation.errors import UnknownRun
@@ -24,6 +24,19 @@ from tether.store import Store
 
 # How much of a value a line shows.
 PREVIEW = 60
+
+ORDER = 50
+
+
+def add_parser(sub: Any) -> None:
+    """`tether logs`."""
+    logs_cmd = sub.add_parser("logs", help="a run's records, one line each")
+    logs_cmd.add_argument("run_id")
+    logs_cmd.add_argument(
+        "--follow", "-f", action="store_true", help="print records as they land, until it ends"
+    )
+    logs_cmd.add_argument("--json", action="store_true", help="one JSON object a record")
+    logs_cmd.set_defaults(fn=cmd_logs, read_only=True)
 
 
 def _value(value: Value) -> str:

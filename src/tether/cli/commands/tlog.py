@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from tether.control.wiring import open_blobs
 from tether.engine.registry import resolve_agent
@@ -14,6 +15,32 @@ from tether.ops.tlog.check import check_file, file_chunks, tlog_files
 from tether.ops.tlog.export import export_run
 from tether.ops.tlog.load import import_tlog, read_tlog
 from tether.store import Store
+
+ORDER = 80
+
+
+def add_parser(sub: Any) -> None:
+    """`tether export`, `tether import` and `tether check`."""
+    export = sub.add_parser(
+        "export", help="write a run, its sub-agent runs (and blobs) to a .tlog file"
+    )
+    export.add_argument("run_id")
+    export.add_argument("-o", "--output", required=True, help="the file to write (- : stdout)")
+    export.add_argument(
+        "--with-blobs", action="store_true", help="include the blobs the records point to"
+    )
+    export.set_defaults(fn=cmd_export, read_only=True)
+    imp = sub.add_parser("import", help="load a .tlog file into this store (all or nothing)")
+    imp.add_argument("file")
+    imp.set_defaults(fn=cmd_import, read_only=False)
+    check = sub.add_parser(
+        "check",
+        help="check saved .tlog runs against the agent code here (handlers, input shapes); "
+        "exit 1 if any fails",
+    )
+    check.add_argument("agent", help="agent name, module:attribute, or tether.agents entry point")
+    check.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
+    check.set_defaults(fn=cmd_check, opens_store=False)
 
 
 async def cmd_export(store: Store, args: argparse.Namespace) -> int:

@@ -1,20 +1,52 @@
-"""`tether fork` and `tether history`: time travel over a run's log (issue 13)."""
+"""`tether fork`: a new run from a run's history (issue 13); `tether history` lists the
+checkpoints."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
-from datetime import UTC, datetime
 from typing import Any
 
-from tether.cli.commands import _execute, console
+from tether.cli.common import _execute
 from tether.control import actions as control
 from tether.control.wiring import new_runtime, open_blobs
+from tether.engine.ownership import DEFAULT_LEASE_TTL
 from tether.model.budgets import parse_change
-from tether.model.history import checkpoints
-from tether.model.records import decode_log
 from tether.store import Store
+
+ORDER = 70
+
+
+def add_parser(sub: Any) -> None:
+    """`tether fork`."""
+    fork = sub.add_parser("fork", help="a new queued run from a run's history; prints its id")
+    fork.add_argument("run_id")
+    point = fork.add_mutually_exclusive_group(required=True)
+    point.add_argument("--at", type=int, metavar="SEQ", help="keep the records up to this seq")
+    point.add_argument(
+        "--before", metavar="NODE_ID", help="keep the records before this node's record"
+    )
+    fork.add_argument(
+        "--set",
+        action="append",
+        metavar="NODE_ID=JSON",
+        help="replace the output of a node completed by then (repeatable)",
+    )
+    fork.add_argument(
+        "--input",
+        action="append",
+        metavar="NODE_ID=JSON",
+        help="replace the input of a node pending then (repeatable)",
+    )
+    fork.add_argument("--budget", help="new limits; +N adds, e.g. tokens=+50000")
+    fork.add_argument("--run", action="store_true", help="execute the fork here now")
+    fork.add_argument("--quiet", action="store_true", help="no live progress display (--run)")
+    fork.add_argument(
+        "--lease-ttl", type=float, default=DEFAULT_LEASE_TTL, help="lease of --run (seconds)"
+    )
+    fork.add_argument("--grace", type=float, default=25.0, help="seconds in-flight nodes get")
+    fork.set_defaults(fn=cmd_fork)
 
 
 def parse_sets(items: list[str], option: str = "--set") -> dict[str, Any]:
@@ -59,24 +91,3 @@ async def cmd_fork(store: Store, args: argparse.Namespace) -> int:
         models = demo_models(None)
     async with models:
         return await _execute(store, args, lambda rt: control.resume(rt, fork_id, graph=graph))
-
-
-async def cmd_history(store: Store, args: argparse.Namespace) -> int:
-    rows = await store.log.read_all(args.run_id)
-    if not rows:
-        from tether.foundation.errors import UnknownRun
-
-        raise UnknownRun(args.run_id)
-    steps = list(checkpoints(decode_log(args.run_id, rows)))
-    if args.json:
-        print(json.dumps([s.to_json() for s in steps], indent=2))
-        return 0
-    from rich.table import Table
-
-    table = Table("seq", "time (UTC)", "kind", "node", "status", "tokens", "note")
-    for s in steps:
-        when = datetime.fromtimestamp(s.at_us / 1e6, UTC).strftime("%H:%M:%S.%f")[:-3]
-        table.add_row(str(s.seq), when, s.kind, s.node_id, s.status, str(s.tokens or ""), s.note)
-    console.print(table)
-    console.print(f"fork from any seq: tether fork {args.run_id} --at SEQ")
-    return 0

@@ -1,18 +1,35 @@
-"""`tether workers`, `tether deploy check` and `tether runs upgrade` (issue 14)."""
+"""`tether workers` and `tether deploy check` (issue 14); `tether runs upgrade` is with
+`tether runs`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
-from tether.cli.commands import console
-from tether.control.deploys import deploy_check, upgrade
+from tether.cli.common import console
+from tether.control.deploys import deploy_check
 from tether.control.wiring import new_runtime, open_blobs
 from tether.engine.registry import resolve_agent
 from tether.store import Store
 
-# Seconds `runs upgrade` holds a run while it checks and moves it.
-UPGRADE_TTL = 30.0
+ORDER = 100
+
+
+def add_parser(sub: Any) -> None:
+    """`tether workers` and `tether deploy check`."""
+    workers = sub.add_parser("workers", help="live workers: versions served, runs held")
+    workers.add_argument("--json", action="store_true")
+    workers.set_defaults(fn=cmd_workers, read_only=True)
+    deploy = sub.add_parser("deploy", help="checks before deploying new agent code")
+    deploy_sub = deploy.add_subparsers(dest="deploy_command", required=True)
+    check = deploy_sub.add_parser(
+        "check",
+        help="list in-flight runs the agent code here could not continue; exit 1 if any",
+    )
+    check.add_argument("agent", help="agent name, module:attribute, or tether.agents entry point")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(fn=cmd_deploy_check, read_only=True)
 
 
 async def cmd_workers(store: Store, args: argparse.Namespace) -> int:
@@ -76,11 +93,3 @@ async def cmd_deploy_check(store: Store, args: argparse.Namespace) -> int:
         for p in c.problems:
             print(f"  {c.info.run_id} ({c.info.status.value}, version {c.version}): {p.detail}")
     return 1 if stranded else 0
-
-
-async def cmd_runs_upgrade(store: Store, args: argparse.Namespace) -> int:
-    async with open_blobs(args.settings) as blobs:
-        runtime = new_runtime(store, args.settings, blobs=blobs)
-        status = await upgrade(runtime, args.run_id, args.to, ttl=UPGRADE_TTL)
-    print(f"run {args.run_id}: on version {args.to} now ({status.value})")
-    return 0
