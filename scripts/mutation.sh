@@ -3,8 +3,9 @@
 #
 #   scripts/mutation.sh MODULE [REV]
 #
-# MODULE is a path under src/tether without `.py`: graph, executor, writer, store/judgement,
-# store/memory, store/sqlite, store/postgres_log, store/postgres_leases, server/auth, ...
+# MODULE is a path under src/tether without `.py`: model/graph, engine/executor,
+# engine/writer, store/judgement, store/memory, store/sqlite/leases, store/postgres/log,
+# store/postgres/leases, server/auth, ...
 # REV (default: the work tree as it is) is a git revision to measure instead, e.g. to get
 # the score before a change. The run happens in a scratch copy (TETHER_MUTATION_DIR,
 # default /tmp/tether-mutation/MODULE[-REV]) so it never touches the work tree, and only
@@ -14,19 +15,23 @@
 # Inspect a survivor afterwards with `cd DIR && mutmut show NAME`.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-module="${1:?usage: scripts/mutation.sh MODULE [REV]  (e.g. graph, store/judgement, server/auth)}"
+module="${1:?usage: scripts/mutation.sh MODULE [REV]  (e.g. model/graph, store/judgement, server/auth)}"
 rev="${2:-}"
 src="src/tether/${module}.py"
 
 default_tests() {
   case "$1" in
-    graph | records | writer | executor | context)
+    model/graph | model/records | engine/writer | engine/executor | engine/context)
       echo "tests/test_executor.py tests/test_budgets.py tests/test_subagents.py" \
-        "tests/test_records.py tests/test_writer.py tests/test_cancel.py" ;;
-    store/judgement | store/memory | store/sqlite* | store/postgres*)
+        "tests/test_records.py tests/test_writer.py tests/test_cancel.py" \
+        "tests/test_graph.py tests/test_graph_replay.py tests/test_waits_concurrent.py" ;;
+    store/judgement | store/memory* | store/sqlite* | store/postgres*)
       echo "tests/store tests/test_writer.py" ;;
     server/auth | server/session)
-      echo "tests/server/test_api.py" ;;
+      # Every test file that sends a token, a page cookie or none to a real server.
+      echo "tests/server/test_api.py tests/server/test_page_session_scope.py" \
+        "tests/server/test_hardening.py tests/server/test_hostile_output.py" \
+        "tests/server/test_console_signin.py tests/server/test_page_security.py" ;;
     *) echo "tests --ignore=tests/faults" ;;
   esac
 }
@@ -34,7 +39,8 @@ tests="${TESTS:-$(default_tests "$module")}"
 # The runtime's logic is the same on every backend: its tests run on the in-memory store
 # only, a third of the time per mutant (KEEP="" runs every backend).
 case "$module" in
-  graph | records | writer | executor | context) keep="${KEEP-not sqlite and not postgres}" ;;
+  model/graph | model/records | engine/writer | engine/executor | engine/context)
+    keep="${KEEP-not sqlite and not postgres}" ;;
   *) keep="${KEEP-}" ;;
 esac
 

@@ -158,6 +158,7 @@ def test_show_json_is_stable(tmp_path: Path) -> None:
     assert set(view) == {
         "format", "run_id", "agent", "agent_version", "status", "reason", "parent_run_id",
         "forked_from", "records", "budget", "result", "waits", "nodes", "state", "lease_left",
+        "retries",
         "at_seq",
     }  # fmt: skip
     assert view["at_seq"] is None  # the run as it is now (docs/reference/show-json.md)

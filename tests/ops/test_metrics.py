@@ -39,6 +39,19 @@ def wait_scrape(url: str, ready: str, headers: dict[str, str] | None = None) -> 
 
 def test_metrics_names_follow_prometheus_conventions() -> None:
     m = metrics.Metrics()
+    names = {family.name for family in m.registry.collect()}
+    # The families operators' dashboards read, by name: the loop below checks them all.
+    assert {
+        "tether_runs",
+        "tether_runs_started",
+        "tether_runs_finished",
+        "tether_node_duration_seconds",
+        "tether_append_duration_seconds",
+        "tether_appends",
+        "tether_claims",
+        "tether_lease_renewals",
+        "tether_sse_streams_active",
+    } <= names, sorted(names)
     for family in m.registry.collect():
         assert family.name.startswith("tether_"), family.name
         # A counter's samples are exposed as `<name>_total` (prometheus_client adds it).

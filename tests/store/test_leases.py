@@ -101,6 +101,20 @@ async def test_take_claims_one_named_run_nobody_holds(store: Store) -> None:
     assert await store.leases.take("budget", "server", 5.0) == Claim("budget", 2)
 
 
+async def test_a_forced_take_raises_the_epoch_and_fences_the_holder(store: Store) -> None:
+    await add(store, "live", Status.QUEUED)
+    [held] = await store.leases.claim("w1", 1, 60.0)
+    assert held == Claim("live", 1)
+    assert await store.leases.take("live", "server", 5.0) is None  # live: not without force
+    taken = await store.leases.take("live", "server", 5.0, force=True)
+    assert taken == Claim("live", 2)  # a new epoch: the old holder is fenced off
+    renewal = await store.leases.renew("w1", [held], 60.0)
+    assert list(renewal.lost) == ["live"]
+    assert not await store.leases.release("live", 1, Status.QUEUED)  # the old epoch: refused
+    info = await store.runs.get("live")
+    assert info is not None and info.owner == "server" and info.epoch == 2
+
+
 async def test_a_cancel_request_reaches_the_holder_and_the_next_claim(store: Store) -> None:
     await add(store, "a", Status.QUEUED)
     await add(store, "b", Status.QUEUED)
