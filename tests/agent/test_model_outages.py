@@ -383,3 +383,23 @@ async def test_tether_resume_pauses_while_the_model_is_down_then_finishes(
     )
     assert code == 0, err + out
     assert "status: succeeded" in out and "2 + 3 = 5" in out, out
+
+
+async def test_the_http_api_refuses_an_unknown_provider_with_422_recording_nothing(
+    sqlite_store: Store,
+) -> None:
+    import httpx
+
+    from tests.server.kit import TOKEN, running
+
+    agent = "tests.outage_agents:bogus"
+    async with (
+        running(sqlite_store, agents=(agent,)) as (url, _),
+        httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+    ):
+        response = await http.post("/v1/runs", json={"agent": agent, "input": "hi"})
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        assert error["type"] == "model_not_configured"
+        assert "unknown provider 'bogus'" in error["message"]
+    assert await sqlite_store.runs.list() == []

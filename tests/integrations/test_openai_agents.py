@@ -158,3 +158,24 @@ async def test_model_calls_take_from_the_models_shared_rate_limit(
     assert state.limit == RateLimit("openai:support", requests=1, per=1.0)
     times = sorted(r.at for r in models.requests)
     assert len(times) == 3 and times[2] - times[0] >= 1.5
+
+
+def test_default_rate_keys_name_the_provider(client: openai.AsyncOpenAI) -> None:
+    from agents import Model
+
+    from tether.integrations.openai_agents import rate_key_for
+
+    class AcmeModel(Model):  # another provider's Model class
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    chat = OpenAIChatCompletionsModel("gpt-4.1", client)
+    assert rate_key_for(chat, "gpt-4.1") == "openai:gpt-4.1"
+    assert rate_key_for("gpt-4.1", "gpt-4.1") == "openai:gpt-4.1"
+    assert rate_key_for("litellm/anthropic/claude", "litellm/anthropic/claude") == (
+        "litellm:anthropic/claude"
+    )
+    assert rate_key_for(AcmeModel(), "gpt-4.1") == "acme:gpt-4.1"

@@ -310,8 +310,8 @@ async def test_model_requests_take_from_the_models_shared_rate_limit(
     from tether.model.run_view import rate_wait_ms
     from tether.store.rates import RateLimit
 
-    # One request a second for the model, by its name (no id given): the 2nd waits.
-    await store.rates.set(RateLimit("script:forecaster", requests=1, per=1.0))
+    # One request a second for the model, by its provider and name: the 2nd waits.
+    await store.rates.set(RateLimit("openai:script:forecaster", requests=1, per=1.0))
     outcome = await weather_agent(client).run("Weather?", runtime=Runtime(store))
     assert outcome.status is Status.SUCCEEDED, outcome.reason
     assert rate_wait_ms(outcome.graph) > 500
@@ -381,3 +381,44 @@ async def test_deferred_external_calls_park_the_run_until_their_results_are_deli
     content = done.result["content"]
     assert content.startswith("Shipping: ") and "TRK-1" in content and "out of stock" in content
     assert [r.turn_index for r in models.requests] == [0, 1]
+
+
+async def test_two_providers_serving_one_model_name_take_from_two_meters(
+    durable_store: Store, models: LocalModelServer, client: openai.AsyncOpenAI
+) -> None:
+    import anthropic
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    from tether.store.rates import RateLimit
+
+    # A meter per provider (a request a second each): the OpenAI-served agent's requests
+    # move only the "openai:" meter, the Anthropic-served one's only the "anthropic:" one.
+    for key in ("openai:script:forecaster", "anthropic:script:forecaster"):
+        await durable_store.rates.set(RateLimit(key, requests=1, per=1.0))
+    rt = Runtime(durable_store)
+    first = await weather_agent(client).run("Weather?", runtime=rt)
+    assert first.status is Status.SUCCEEDED, first.reason
+    meters = {m.limit.key: m for m in await durable_store.rates.all() if m.limit}
+    assert meters["openai:script:forecaster"].requests_at > 0
+    assert meters["anthropic:script:forecaster"].requests_at == 0
+    async with anthropic.AsyncAnthropic(
+        base_url=models.anthropic_base_url, api_key="local", max_retries=0
+    ) as claude:
+        model = AnthropicModel(
+            "script:forecaster", provider=AnthropicProvider(anthropic_client=claude)
+        )
+        agent = Agent(model, name="weather", capabilities=[TetherDurability()])
+
+        @agent.tool_plain
+        def forecast(city: str) -> str:
+            return f"{city} sunny"
+
+        second = await TetherAgent(agent, name="test.pydantic_ai.claude").run(
+            "Weather?", runtime=rt
+        )
+    assert second.status is Status.SUCCEEDED, second.reason
+    assert second.result["content"] == "Forecast: Oslo sunny; Paris sunny"
+    meters = {m.limit.key: m for m in await durable_store.rates.all() if m.limit}
+    assert meters["anthropic:script:forecaster"].requests_at > 0
+    assert [r.api for r in models.requests].count("anthropic.messages") == 2

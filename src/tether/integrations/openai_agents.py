@@ -35,6 +35,21 @@ from tether.store.rates import RateLimit
 _RESPONSE = TypeAdapter(ModelResponse)
 
 
+def rate_key_for(model: Model | str | None, model_name: str) -> str:
+    """The shared rate limit a model's calls take from by default: its provider and name.
+
+    A name routed by the SDK's `MultiProvider` prefix (`litellm/anthropic/claude-3-5`) is
+    keyed by that prefix (`litellm:anthropic/claude-3-5`); a plain name, or a model of the
+    SDK's OpenAI classes, by `openai:`; another Model class by its lowercased name."""
+    if isinstance(model, Model) and not type(model).__name__.startswith("OpenAI"):
+        provider = type(model).__name__.removesuffix("Model").lower() or "model"
+        return f"{provider}:{model_name}"
+    prefix, slash, rest = model_name.partition("/")
+    if slash and prefix and rest:
+        return f"{prefix}:{rest}"
+    return f"openai:{model_name}"
+
+
 class DurableModel(Model):
     """A model whose calls inside a tether node are journaled steps (outside, the model as is)."""
 
@@ -54,7 +69,7 @@ class DurableModel(Model):
         self.step_name = f"{agent_name}.model"
         # The shared rate limit its calls take from (`tether limits set --model`): by
         # default the model's, named as tether's own agents name OpenAI models.
-        self.rate_gate = RateGate(rate_key or f"openai:{self.model_name}", rate_limits)
+        self.rate_gate = RateGate(rate_key or rate_key_for(model, self.model_name), rate_limits)
 
     @property
     def inner(self) -> Model:
@@ -201,4 +216,4 @@ class DurableRunner:
         return await runtime.submit(self.registry, {"input": input}, run_id=run_id, budget=budget)
 
 
-__all__ = ["DurableModel", "DurableRunner", "durable_agent"]
+__all__ = ["DurableModel", "DurableRunner", "durable_agent", "rate_key_for"]

@@ -16,8 +16,9 @@ Outside a tether node the capability is transparent and the agent runs as usual.
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.durable_exec import (
@@ -39,6 +40,7 @@ from pydantic_ai.messages import (
     TextPart,
     TextPartDelta,
 )
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_core import to_jsonable_python
 
@@ -81,6 +83,34 @@ def _tokens_of(operation_id: DurableOperationId) -> Callable[[object], int]:
     return tokens
 
 
+if TYPE_CHECKING:
+    from pydantic_ai.capabilities import WrapModelRequestHandler
+    from pydantic_ai.messages import ModelResponse
+    from pydantic_ai.models import ModelRequestContext
+
+# The provider ("openai", "anthropic", ...) of the model request under way: the model's own
+# `system`, set around each request by `TetherDurability.wrap_model_request`.
+_PROVIDER: ContextVar[str | None] = ContextVar("tether_pydantic_ai_provider", default=None)
+
+
+def _provider_of(model: object) -> str | None:
+    while isinstance(model, WrapperModel):
+        model = model.wrapped
+    system = getattr(model, "system", None)
+    return system if isinstance(system, str) and system else None
+
+
+def rate_key_of(operation_id: ModelRequestId, provider: str | None) -> str:
+    """The shared rate limit a model request takes from by default: the model id the agent
+    was given (`openai:gpt-4.1`), else the provider and the model's name, so two providers
+    serving one model name never share a meter; the bare name only if neither is known."""
+    if operation_id.model_id and ":" in operation_id.model_id:
+        return operation_id.model_id
+    if provider:
+        return f"{provider}:{operation_id.model_name}"
+    return operation_id.model_id or operation_id.model_name
+
+
 class _StepBackend(JournalCallableOperationBackend[StepOptions]):
     """Runs each durable unit as `ctx.step(name, ...)` of the node the run is inside; a
     model request under the shared rate limit of `rate_key` (default: the model's id, or
@@ -105,7 +135,7 @@ class _StepBackend(JournalCallableOperationBackend[StepOptions]):
 
         async def unit() -> StepResult:
             if isinstance(operation_id, ModelRequestId):  # under the model's shared limit
-                key = self.rate_key or operation_id.model_id or operation_id.model_name
+                key = self.rate_key or rate_key_of(operation_id, _PROVIDER.get())
                 gate = RateGate(key)
                 payload = await gate.metered(scope.ctx, body, _tokens_of(operation_id))
             else:
@@ -136,7 +166,8 @@ class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
 
     `model`, `tool` and `mcp` are the step options (retry policy, timeout) of model
     requests, function tool calls and MCP server calls (model requests take from the shared
-    model rate limit of `rate_key`, by default the model's id or name); a tool's own
+    model rate limit of `rate_key`, by default the provider and the model, e.g.
+    `openai:gpt-4.1`: `rate_key_of`); a tool's own
     `metadata={"tether": {...}}` overrides them. With `stream_tokens=True` model requests
     stream, and their text reaches tether's ephemeral event stream as it comes (`token`
     events, never logged); pydantic-ai then also journals each tool event as a step of its
@@ -173,7 +204,7 @@ class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
     ) -> None:
         super().__init__(name=name, event_stream_handler=_emit_tokens if stream_tokens else None)
         # The shared model rate limit its model requests take from (`tether limits set
-        # --model`); default: the model's id, or its name (e.g. "gpt-4.1").
+        # --model`); default: the provider and the model (e.g. "openai:gpt-4.1").
         self._rate_key = rate_key
         self._model_options: StepOptions = model or {}
         self._tool_options: StepOptions = tool or {}
@@ -202,6 +233,22 @@ class TetherDurability(BaseDurabilityCapability[AgentDepsT]):
             f"{self.name}__run_start_time", lambda: datetime.now().astimezone().isoformat()
         )
         return datetime.fromisoformat(started)
+
+    async def wrap_model_request(
+        self,
+        ctx: RunContext[AgentDepsT],
+        *,
+        request_context: ModelRequestContext,
+        handler: WrapModelRequestHandler,
+    ) -> ModelResponse:
+        # Which provider serves the request: its model's, before it is wrapped durable.
+        token = _PROVIDER.set(_provider_of(request_context.model))
+        try:
+            return await super().wrap_model_request(
+                ctx, request_context=request_context, handler=handler
+            )
+        finally:
+            _PROVIDER.reset(token)
 
     def get_durable_operation_backend(self) -> _StepBackend:
         return _StepBackend(

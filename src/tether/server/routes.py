@@ -29,6 +29,7 @@ from tether.foundation.errors import (
     CorruptRecord,
     EventRefused,
     ImportConflict,
+    ModelNotConfigured,
     RunBusy,
     RunExists,
     RunHeldElsewhere,
@@ -36,6 +37,7 @@ from tether.foundation.errors import (
     RunNotRetryable,
     ScheduleExists,
     StoreError,
+    StoreFull,
     StoreUnavailable,
     TetherError,
     UnknownAgent,
@@ -333,6 +335,15 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         response.headers["Retry-After"] = "1"
         response.headers["X-Request-Id"] = request_id
         return response
+    if isinstance(exc, StoreFull):
+        # Nothing was recorded; its message names the store (a path, a host): logged.
+        request_id = uuid.uuid4().hex[:16]
+        log.error("%s %s: %s (request %s)", request.method, request.url.path, exc, request_id)
+        response = error(
+            507, "store_full", f"the store has no space left (request {request_id})", None
+        )
+        response.headers["X-Request-Id"] = request_id
+        return response
     if isinstance(exc, RunHeldElsewhere):
         response = error(503, "run_held", str(exc))
         response.headers["Retry-After"] = "1"
@@ -345,6 +356,7 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         RunBusy: (409, "run_busy"),
         BudgetSpent: (409, "budget_spent"),
         BadInput: (422, "bad_input"),
+        ModelNotConfigured: (422, "model_not_configured"),
         BadFork: (422, "bad_fork"),
         BadTlog: (422, "bad_tlog"),
         ImportConflict: (409, "import_conflict"),
