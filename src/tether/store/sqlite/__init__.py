@@ -6,7 +6,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from tether.foundation import clock
 from tether.foundation.errors import (
@@ -27,7 +27,6 @@ from tether.store.sqlite.leases import SqliteLeases
 from tether.store.sqlite.retention import SqliteRetention
 from tether.store.sqlite.workers import SqliteWorkers
 
-T = TypeVar("T")
 Q = load_queries("sqlite")
 
 
