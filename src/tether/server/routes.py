@@ -70,7 +70,7 @@ from tether.server.tlog_route import export_tlog, import_tlog
 from tether.store.base import Status
 
 if TYPE_CHECKING:
-    from tether.server.app import TetherServer
+    from tether.server.state import ServerState
 
 MAX_KEY = 200
 log = logging.getLogger("tether.server")
@@ -185,7 +185,7 @@ async def cancel_run(request: Request) -> Response:
     return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)})
 
 
-async def wait_finished(server: TetherServer, run_id: str, *, within: float) -> Status:
+async def wait_finished(server: ServerState, run_id: str, *, within: float) -> Status:
     """The run's status once it finishes (its owner records that), or after `within` s.
 
     Woken by the run's appends like a stream is (NOTIFY from the worker's replica), with
