@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import logging
 import uuid
@@ -15,6 +13,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from tether.control.deploys import CannotUpgrade
+from tether.engine.follow import wait_finished
 from tether.engine.runtime import parse_config
 from tether.foundation import metrics
 from tether.foundation.errors import (
@@ -70,7 +69,7 @@ from tether.server.tlog_route import export_tlog, import_tlog
 from tether.store.base import Status
 
 if TYPE_CHECKING:
-    from tether.server.state import ServerState
+    pass
 
 MAX_KEY = 200
 log = logging.getLogger("tether.server")
@@ -181,28 +180,14 @@ async def cancel_run(request: Request) -> Response:
         raise UnknownRun(run_id)
     status = await server.launcher.cancel(run_id)
     if not status.finished:
-        status = await wait_finished(server, run_id, within=server.streams.cancel_wait_s)
+        status = await wait_finished(
+            server.store,
+            run_id,
+            within=server.streams.cancel_wait_s,
+            wakeups=server.wakeups,
+            poll=server.streams.poll_s,
+        )
     return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)})
-
-
-async def wait_finished(server: ServerState, run_id: str, *, within: float) -> Status:
-    """The run's status once it finishes (its owner records that), or after `within` s.
-
-    Woken by the run's appends like a stream is (NOTIFY from the worker's replica), with
-    the streams' slow poll for stores that have no listener.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        woken = server.wakeups.current(run_id)  # taken before the read: no wake-up is lost
-        info = await server.store.runs.get(run_id)
-        if info is None:
-            raise UnknownRun(run_id)
-        left = deadline - loop.time()
-        if info.status.finished or left <= 0:
-            return info.status
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(woken.wait(), min(left, server.streams.poll_s))
 
 
 async def resume_run(request: Request) -> Response:
