@@ -52,6 +52,8 @@ class TetherServer:
         # Agent names a caller may start: resolving a name imports a module, so the
         # server never imports what a request names unless it was allowed here.
         self.agents = tuple(agents)
+        if launcher.worker is not None:  # the embedded worker executes these and no other
+            launcher.worker.routing.pin(self.agents)
         self.streams = streams or StreamSettings()
         self.limits = limits or Limits()
         self.starts = StartGate(self.limits)
