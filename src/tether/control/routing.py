@@ -34,6 +34,22 @@ log = logging.getLogger("tether.control.worker")
 RECHECK_AFTER = 60.0
 
 
+def pinned(agents: Iterable[str]) -> dict[str, Registry]:
+    """The registries of `agents` by every name a run of theirs may be recorded under: the
+    name given (`pkg.mod:agent`, an entry point) and the registry's own name (a run started
+    with the Registry object). A name that does not resolve is left out (not served)."""
+    out: dict[str, Registry] = {}
+    for name in agents:
+        try:
+            registry = resolve_agent(name)
+        except UnknownAgent as exc:
+            log.warning("agent %r does not resolve here (%s); not serving it", name, exc)
+            continue
+        out.setdefault(registry.name, registry)
+        out[name] = registry
+    return out
+
+
 class Routing:
     """The agents a worker serves, by the name runs were submitted under, and its verdicts
     on runs of other versions."""
@@ -58,7 +74,7 @@ class Routing:
     def pin(self, agents: Iterable[str]) -> None:
         """Serve exactly `agents` from now on (resolved now): runs naming any other agent
         are left to other workers, whatever their rows or records say."""
-        self.agents = {name: resolve_agent(name) for name in agents}
+        self.agents = pinned(agents)
         self.dynamic = False
         self.changed = True
 

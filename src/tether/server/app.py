@@ -16,6 +16,7 @@ from starlette.middleware import Middleware
 
 from tether.blobs import BlobStore
 from tether.control.metering import metering
+from tether.control.routing import pinned
 from tether.engine.follow import Wakeups
 from tether.server.auth import BearerAuth
 from tether.server.connections import CloseUnreadBodies
@@ -52,7 +53,10 @@ class TetherServer:
         # Agent names a caller may start: resolving a name imports a module, so the
         # server never imports what a request names unless it was allowed here.
         self.agents = tuple(agents)
-        if launcher.worker is not None:  # the embedded worker executes these and no other
+        # The names runs of these agents may be recorded under (theirs, their registries'):
+        # the only runs an import may bring in, and that the embedded worker executes.
+        self.runnable = frozenset(pinned(self.agents))
+        if launcher.worker is not None:
             launcher.worker.routing.pin(self.agents)
         self.streams = streams or StreamSettings()
         self.limits = limits or Limits()

@@ -46,7 +46,7 @@ async def import_tlog(request: Request) -> Response:
     tlog = await read_tlog(source, request.stream())
     # Refused whole, before anything is written, if any of its runs would run an agent this
     # server was not started with (422 unknown_agent).
-    check_agents(source, tlog, server.agents)
+    check_agents(source, tlog, server.runnable)
     done = await load_tlog(server.store, tlog, blobs=server.blobs, source=source)
     view = {
         "run_id": done.run_id,

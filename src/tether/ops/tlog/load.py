@@ -254,7 +254,7 @@ def check_agents(source: str, tlog: Tlog, agents: Collection[str]) -> None:
         if run.info.agent not in agents:
             raise UnknownAgent(
                 f"{source}: not imported: run {run.info.run_id} names agent "
-                f"{run.info.agent!r}, which is not served here; this server runs {list(agents)}"
+                f"{run.info.agent!r}, which is not served here; this server runs {sorted(agents)}"
             )
 
 
