@@ -22,6 +22,7 @@ from bench import (
     flow_claims,
     fork,
     growth,
+    integrations,
     memory,
     model_server,
     operations,
@@ -56,6 +57,7 @@ FAMILIES: dict[str, Callable[[Settings], list[Line]]] = {
     "fork": fork.run,
     "flow_claims": flow_claims.run,
     "tlog": tlog.run,
+    "integrations": integrations.run,
 }
 # Families that need the PostgreSQL bench database.
 NEEDS_PG = {

@@ -42,3 +42,6 @@ outage_agent = Agent(
     model_backoff=0.01,
 )
 outage = outage_agent.registry
+
+# A model no provider serves: refused before any run of it is recorded.
+bogus = Agent("tests.outage_agents:bogus", model="bogus:model-x").registry

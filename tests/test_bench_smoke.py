@@ -17,6 +17,7 @@ from bench import (
     common,
     fork,
     growth,
+    integrations,
     overlap,
     partitions,
     rehydrate,
@@ -102,6 +103,7 @@ TINY: dict[str, list[tuple[object, str, object]]] = {
     "fork": [(fork, "QUICK_SIZES", (20, 40))],
     "flow_claims": [],
     "tlog": [(tlog, "QUICK_SIZES", (20, 40))],
+    "integrations": [(integrations, "RECORDS", 40)],
 }
 
 

@@ -79,3 +79,13 @@ def test_openai_agents_example_runs_with_one_command(tmp_path: Path) -> None:
     run_id = proc.stdout.split()[1]
     assert f"run {run_id}: succeeded" in proc.stdout
     assert "I read 2 search results" in proc.stdout
+
+
+def test_openai_agents_approval_example_approves_in_one_command(tmp_path: Path) -> None:
+    pytest.importorskip("agents")
+    proc = _run_example("openai_agents_approval.py", tmp_path, "What is WAL?", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.split()[1]
+    assert proc.stdout.count("approve? search") == 2
+    assert f"run {run_id}: succeeded" in proc.stdout
+    assert "I read 2 search results" in proc.stdout

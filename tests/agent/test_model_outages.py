@@ -383,3 +383,63 @@ async def test_tether_resume_pauses_while_the_model_is_down_then_finishes(
     )
     assert code == 0, err + out
     assert "status: succeeded" in out and "2 + 3 = 5" in out, out
+
+
+async def test_the_http_api_refuses_an_unknown_provider_with_422_recording_nothing(
+    sqlite_store: Store,
+) -> None:
+    import httpx
+
+    from tests.server.kit import TOKEN, running
+
+    agent = "tests.outage_agents:bogus"
+    async with (
+        running(sqlite_store, agents=(agent,)) as (url, _),
+        httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+    ):
+        response = await http.post("/v1/runs", json={"agent": agent, "input": "hi"})
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        assert error["type"] == "model_not_configured"
+        assert "unknown provider 'bogus'" in error["message"]
+    assert await sqlite_store.runs.list() == []
+
+
+class APIConnectionError(Exception):
+    """Named as the SDKs name theirs: what a connection that failed looks like."""
+
+
+class RemoteProtocolError(Exception):
+    """Named as httpx names a reply cut mid-stream."""
+
+
+def wrapped(cause: BaseException) -> APIConnectionError:
+    try:
+        try:
+            raise cause
+        except BaseException as inner:
+            raise APIConnectionError("Connection error.") from inner
+    except APIConnectionError as outer:
+        return outer
+
+
+@pytest.mark.parametrize(
+    ("cause", "said"),
+    [
+        (ConnectionRefusedError(111, "Connect call failed"), "connection refused"),
+        (socket.gaierror(-2, "Name or service not known"), "host name not resolved"),
+        (ConnectionResetError(104, "Connection reset by peer"), "connection reset"),
+        (TimeoutError(), "timed out"),
+        (RemoteProtocolError("peer closed connection"), "connection cut mid-reply"),
+    ],
+)
+async def test_each_transient_cause_is_named_in_the_pause(cause: BaseException, said: str) -> None:
+    from tether.agent import ModelUnavailable
+    from tether.agent.retries import with_retries
+
+    async def call() -> None:
+        raise wrapped(cause)
+
+    with pytest.raises(ModelUnavailable) as raised:
+        await with_retries(call, attempts=2, backoff=0.001, model="openai:gpt-4.1")
+    assert str(raised.value).startswith(f"model openai:gpt-4.1 unreachable ({said}")

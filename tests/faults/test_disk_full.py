@@ -195,6 +195,33 @@ async def test_sqlite_full_under_a_worker_pauses_its_runs_and_the_worker_goes_on
             assert (await Runtime(store).resume(run_id)).status is Status.SUCCEEDED
 
 
+async def test_the_http_api_answers_507_on_a_full_store_naming_no_path(tmp_path: Path) -> None:
+    import httpx
+
+    from tests.server.kit import TOKEN, running
+
+    url = f"sqlite:///{tmp_path / 'tether.db'}"
+    async with store_from_url(url) as store:
+        pages = await pragma(store, "PRAGMA page_count")
+        await pragma(store, f"PRAGMA max_page_count = {pages + 2}")
+        await fill_until_paused(store, 100)  # leaf pages full: not even a pause fits
+        agent = "tests.disk_agents:filler"
+        async with (
+            running(store, agents=(agent,)) as (server_url, _),
+            httpx.AsyncClient(
+                base_url=server_url, headers={"Authorization": f"Bearer {TOKEN}"}
+            ) as http,
+        ):
+            # An input of 20 kB: its RunStarted needs pages of its own, and none are left.
+            body = {"agent": agent, "input": {"nodes": 1, "size": 1, "pad": "x" * 20_000}}
+            response = await http.post("/v1/runs", json=body)
+        assert response.status_code == 507, response.text
+        error = response.json()["error"]
+        assert error["type"] == "store_full"
+        assert error["message"].startswith("the store has no space left (request ")
+        assert str(tmp_path) not in response.text
+
+
 # -- PostgreSQL: a private cluster, its tether database on a small filesystem ------------
 
 

@@ -127,3 +127,45 @@ async def test_a_run_killed_mid_tool_resumes_in_another_process_asking_nothing_r
     ]
     calls = [n for n in names if tool_step in n]
     assert len(calls) == 2 and len(names) == 4  # each search recorded once, after the resume
+
+
+async def test_an_approval_answered_from_other_processes_after_the_asker_was_killed(
+    durable_store: Store, durable_store_url: str
+) -> None:
+    pytest.importorskip("agents")
+    async with serve_local_models(dict(DEMO_SCRIPTS)) as server:
+        env = _env(durable_store_url, server.openai_base_url)
+        proc = await _example("openai_agents_approval.py", env)
+        assert proc.stdout is not None
+        run_id = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode().split()[1]
+        keys = []
+        while not (
+            line := (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        ).startswith("then:"):
+            if line.strip().startswith("tether signal"):
+                keys.append(line.split()[3])
+        proc.kill()  # the run is parked: killing the process that asked loses nothing
+        await proc.wait()
+        assert len(keys) == 2 and [r.turn_index for r in server.requests] == [0]
+
+        async def tether(*args: str) -> str:
+            child = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "tether", *args, env=env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            out, err = await asyncio.wait_for(child.communicate(), 120)
+            assert child.returncode == 0, (out + err).decode()
+            return out.decode()
+
+        await tether("signal", run_id, keys[0], "--data", '{"approve": true}')
+        await tether("signal", run_id, keys[1], "--data", '{"approve": false, "reason": "no"}')
+        await tether("resume", run_id, "--quiet", "--wait")
+
+    result = await _result(durable_store, run_id)
+    assert result["content"].startswith("I read 2 search results")
+    # Asked once before the approvals and once after: nothing recorded was asked again.
+    assert [r.turn_index for r in server.requests] == [0, 1]
+    names = [
+        r.step_recorded.name for r in await _records(durable_store, run_id) if r.step_recorded.name
+    ]
+    assert names.count("researcher.tool:search") == 1  # the rejected call never ran

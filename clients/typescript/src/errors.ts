@@ -28,6 +28,7 @@ export type KnownErrorCode =
   | "run_held"
   | "budget_spent"
   | "bad_input"
+  | "model_not_configured"
   | "bad_fork"
   | "bad_tlog"
   | "import_conflict"
@@ -48,6 +49,7 @@ export type KnownErrorCode =
   | "no_blob_store"
   | "blob_unavailable"
   | "store_unavailable"
+  | "store_full"
   | "corrupt_record";
 
 // `string & {}` keeps editors suggesting the known codes while allowing new ones.

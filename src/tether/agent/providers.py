@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from tether.agent.messages import Message, ModelReply, OnToken, ToolCallRequest, ToolSpec
-from tether.agent.retries import ModelNotConfigured
+from tether.foundation.errors import ModelNotConfigured
 
 # What to await right before a model request's bytes are sent (the shared rate limit's
 # wait, set by `tether.agent.ratelimits`): as late as can be, so the time a call is let

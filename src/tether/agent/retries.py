@@ -10,7 +10,7 @@ import socket
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from tether.foundation.errors import RunMustPause, TetherError
+from tether.foundation.errors import ModelNotConfigured, ModelUnavailable, TetherError
 
 T = TypeVar("T")
 log = logging.getLogger("tether.agent")
@@ -22,34 +22,6 @@ DEFAULT_BLOCK = 1.0
 class ModelError(TetherError):
     """The provider refused the call for a reason no retry fixes (the message is the provider's):
     the request itself (400, 413, 422 ...). The node fails, as for a handler's own error."""
-
-
-class ModelUnavailable(RunMustPause):
-    """The provider kept failing with transient errors (connection refused, timeout, 5xx, 429)
-    until the attempts ran out: the run pauses with this reason, unrecorded, and `tether
-    resume` continues it once the model answers again."""
-
-    def __init__(self, model: str, cause: str, attempts: int, *, verb: str = "unreachable"):
-        super().__init__(
-            f"model {model} {verb} ({cause}) after {attempts} attempt(s); "
-            "resume the run once it answers again"
-        )
-        self.model = model
-        self.cause = cause
-        self.attempts = attempts
-
-
-class ModelNotConfigured(RunMustPause):
-    """A model that cannot be called as configured: an unknown provider, no API key, a key
-    the provider refuses (401/403), a model or endpoint it does not know (404). Raised before
-    a run is recorded when it can be; mid-run (a key rotated away) the run pauses with it.
-    `variable` names the environment variable to set, if one would fix it."""
-
-    def __init__(self, model: str, problem: str, *, variable: str | None = None) -> None:
-        super().__init__(f"model {model}: {problem}")
-        self.model = model
-        self.problem = problem
-        self.variable = variable
 
 
 # Errors that mean "the connection failed or was cut", whichever HTTP library the SDK uses

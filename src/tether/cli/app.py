@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import gc
 import inspect
+import io
 import logging
 import os
 import sys
@@ -69,11 +70,38 @@ def main(argv: list[str] | None = None) -> int:
             code = args.fn(args)
             return asyncio.run(code) if inspect.iscoroutine(code) else int(code)
         return asyncio.run(_run(args, settings))
-    except USER_ERRORS as exc:
+    except BaseException as exc:
+        if _stdout_closed(exc):  # `tether logs RID | head -1`: the reader has had enough
+            return stdout_gone()
+        if not isinstance(exc, USER_ERRORS):
+            raise
         # A mistake in a URL, a path, a budget or a run id: one line, no traceback.
         if args.debug:
             raise
         return fail(_one_line(exc))
+
+
+def _stdout_closed(exc: BaseException) -> bool:
+    """Whether `exc` is (or holds, in an exception group or as its cause) a write to a
+    stdout whose reader went away."""
+    if isinstance(exc, BrokenPipeError):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_stdout_closed(e) for e in exc.exceptions)
+    return exc.__cause__ is not None and _stdout_closed(exc.__cause__)
+
+
+def stdout_gone() -> int:
+    """End quietly, as `git log | head` does: the reader closed the pipe, which is no error.
+    stdout is pointed at /dev/null so the interpreter's last flush has nowhere to fail."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return 0  # called in-process with stdout replaced: nothing of ours to flush
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return 0
 
 
 # What a user's mistake raises (a bad URL or path, a missing extra, an unknown run);
@@ -124,7 +152,10 @@ def entry() -> None:
     freeze_imports()
     code = main()
     logging.shutdown()
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader closed the pipe after the command's last write
+        code = stdout_gone()
     sys.stderr.flush()
     os._exit(code)
 

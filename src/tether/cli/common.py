@@ -29,7 +29,16 @@ from tether.model.records import Record
 from tether.model.run_view import waits_view
 from tether.store import Status, Store
 
-console = Console()
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich would exit 1; the entry point ends a command whose reader went away with 0,
+        # whichever way it printed (`tether.cli.app.stdout_gone`).
+        self.quiet = True
+        raise BrokenPipeError
+
+
+console = _Console()
 
 
 def fail(message: str) -> int:

@@ -14,8 +14,9 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from tether.engine import follow
 from tether.engine.executor import Outcome
-from tether.engine.follow import Wakeups, follow
+from tether.engine.follow import Wakeups
 from tether.engine.ownership import admissible
 from tether.engine.runtime import Runtime
 from tether.foundation.core import Budget
@@ -218,8 +219,19 @@ async def cancel(runtime: Runtime, run_id: str, *, ttl: float) -> Status:
 async def wait_finished(runtime: Runtime, run_id: str, *, within: float) -> Status:
     """The run's status once it finished, or after `within` seconds: woken by its appends
     (this process's, and any process's through the store's listener), not by polling."""
-    if (await owner_of(runtime, run_id)).status.finished:
-        return (await owner_of(runtime, run_id)).status
+    wakeups = Wakeups()
+    unsubscribe = runtime.events.on_record(wakeups.on_record)
+    listener = runtime.store.log.listener(wakeups.on_append)
+    try:
+        if listener is not None:
+            await listener.start()
+        return await follow.wait_finished(
+            runtime.store, run_id, within=within, wakeups=wakeups, poll=0.5
+        )
+    finally:
+        unsubscribe()
+        if listener is not None:
+            await listener.close()
     wakeups = Wakeups()
     unsubscribe = runtime.events.on_record(wakeups.on_record)
     listener = runtime.store.log.listener(wakeups.on_append)

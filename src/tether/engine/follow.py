@@ -4,8 +4,9 @@
 appended. Three sources feed it: the runtime's event bus for runs executing in this
 process (free), the store's LISTEN/NOTIFY listener for runs executing on other replicas
 (PostgreSQL), and, for stores without one (SQLite written by another process), the
-follower's own slow poll. `follow` is the one loop that tails a log: `tether logs
---follow` and `tether.control.actions.wait_finished` use it.
+follower's own slow poll. `follow` is the one loop that tails a log (`tether logs
+--follow`); `wait_finished` the one wait for a run's end (`tether cancel`, the API's
+cancel), both woken by appends.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import weakref
 from collections.abc import AsyncIterator
 
 from tether.foundation.aio import first_of
+from tether.foundation.errors import UnknownRun
 from tether.foundation.status import Status
 from tether.model.records import Record, decode_one
 from tether.store.base import Store
@@ -111,3 +113,30 @@ async def follow(
             await first_of(*waits, timeout=poll)
         else:
             await asyncio.sleep(poll)
+
+
+async def wait_finished(
+    store: Store,
+    run_id: str,
+    *,
+    within: float,
+    wakeups: Wakeups | None = None,
+    poll: float = 1.0,
+) -> Status:
+    """The run's status once its row says it finished (its owner records that), or after
+    `within` seconds: woken by its appends through `wakeups`, else every `poll` seconds.
+    UnknownRun if there is no such run."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        woken = wakeups.current(run_id) if wakeups is not None else None  # before the read
+        info = await store.runs.get(run_id)
+        if info is None:
+            raise UnknownRun(run_id)
+        left = deadline - loop.time()
+        if info.status.finished or left <= 0:
+            return info.status
+        if woken is not None:
+            await first_of(woken.wait(), timeout=min(left, poll))
+        else:
+            await asyncio.sleep(min(left, poll))

@@ -236,6 +236,34 @@ class RunMustPause(TetherError):
     """A node cannot go on now and must not be recorded: the run pauses with this reason."""
 
 
+class ModelUnavailable(RunMustPause):
+    """The provider kept failing with transient errors (connection refused, timeout, 5xx, 429)
+    until the attempts ran out: the run pauses with this reason, unrecorded, and `tether
+    resume` continues it once the model answers again."""
+
+    def __init__(self, model: str, cause: str, attempts: int, *, verb: str = "unreachable"):
+        super().__init__(
+            f"model {model} {verb} ({cause}) after {attempts} attempt(s); "
+            "resume the run once it answers again"
+        )
+        self.model = model
+        self.cause = cause
+        self.attempts = attempts
+
+
+class ModelNotConfigured(RunMustPause):
+    """A model that cannot be called as configured: an unknown provider, no API key, a key
+    the provider refuses (401/403), a model or endpoint it does not know (404). Raised before
+    a run is recorded when it can be; mid-run (a key rotated away) the run pauses with it.
+    `variable` names the environment variable to set, if one would fix it."""
+
+    def __init__(self, model: str, problem: str, *, variable: str | None = None) -> None:
+        super().__init__(f"model {model}: {problem}")
+        self.model = model
+        self.problem = problem
+        self.variable = variable
+
+
 class NonDeterministicStep(RunMustPause):
     """A node's handler asked for a different step than the one recorded at that position.
 

@@ -7,7 +7,6 @@ runs this process executes (embedded mode) and the streams it holds open.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 
@@ -16,23 +15,20 @@ from starlette.middleware import Middleware
 
 from tether.blobs import BlobStore
 from tether.control.metering import metering
-from tether.control.routing import pinned
-from tether.engine.follow import Wakeups
 from tether.server.auth import BearerAuth
 from tether.server.connections import CloseUnreadBodies
 from tether.server.events import StreamSettings
 from tether.server.headers import SecurityHeaders
 from tether.server.launch import Launcher
-from tether.server.limits import BodyLimit, Limits, StartGate
-from tether.server.listing import UsageCache
+from tether.server.limits import BodyLimit, Limits
 from tether.server.routes import exception_handlers, routes
-from tether.server.session import DEFAULT_TTL_S, Sessions
-from tether.server.views import Publisher
+from tether.server.session import DEFAULT_TTL_S
+from tether.server.state import ServerState
 from tether.store.base import LogListener, Store
 
 
-class TetherServer:
-    """The state behind the routes: store, launcher, wakeups for streams, settings."""
+class TetherServer(ServerState):
+    """A server: its state (`ServerState`), the Starlette app over it, and its lifespan."""
 
     def __init__(
         self,
@@ -46,31 +42,19 @@ class TetherServer:
         limits: Limits | None = None,
         session_ttl_s: float = DEFAULT_TTL_S,
     ) -> None:
-        self.store = store
-        self.launcher = launcher
-        self.runtime = launcher.runtime
-        self.blobs = blobs
-        # Agent names a caller may start: resolving a name imports a module, so the
-        # server never imports what a request names unless it was allowed here.
-        self.agents = tuple(agents)
-        # The names runs of these agents may be recorded under (theirs, their registries'):
-        # the only runs an import may bring in, and that the embedded worker executes.
-        self.runnable = frozenset(pinned(self.agents))
-        if launcher.worker is not None:
-            launcher.worker.routing.pin(self.agents)
-        self.streams = streams or StreamSettings()
-        self.limits = limits or Limits()
-        self.starts = StartGate(self.limits)
-        self.sessions = Sessions.for_token(token, session_ttl_s)
-        self.publish = Publisher(self.sessions.key)
-        self.wakeups = Wakeups()
-        self.usage = UsageCache()
-        self.closing = asyncio.Event()
-        self.streams_open = 0
+        super().__init__(
+            store,
+            launcher,
+            token=token,
+            blobs=blobs,
+            agents=agents,
+            streams=streams,
+            limits=limits,
+            session_ttl_s=session_ttl_s,
+        )
         self._listener: LogListener | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._metrics: contextlib.AbstractAsyncContextManager[None] | None = None
-        self._state = "new"
         self.app = Starlette(
             routes=routes(),
             # Outermost first: every answer (a 401, a 413 too) gets the security headers,
@@ -97,10 +81,6 @@ class TetherServer:
             yield
         finally:
             await self.close()
-
-    @property
-    def ready(self) -> bool:
-        return self._state == "open" and not self.closing.is_set()
 
     async def open(self) -> None:
         """Listen for appends, then let the launcher take up its runs."""

@@ -25,7 +25,7 @@ from tether.server.views import blob_url
 
 if TYPE_CHECKING:
     from tether.blobs import BlobStore
-    from tether.server.app import TetherServer
+    from tether.server.state import ServerState
 
 log = logging.getLogger("tether.server")
 # Never SVG (it runs script) nor HTML: only these may render in place.
@@ -34,7 +34,7 @@ BLOB_CSP = "sandbox; default-src 'none'"
 
 
 async def get_blob(request: Request) -> Response:
-    server: TetherServer = request.app.state.tether
+    server: ServerState = request.app.state.tether
     sha256 = request.path_params["sha256"]
     # The API names the run in the query; the page's own route, in its path.
     run_id = request.path_params.get("run_id") or request.query_params.get("run_id")

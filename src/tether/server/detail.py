@@ -16,7 +16,7 @@ from tether.server.schemas import BadRequest
 
 if TYPE_CHECKING:
     from tether.model.graph import Graph
-    from tether.server.app import TetherServer
+    from tether.server.state import ServerState
 
 
 def counts(graph: Graph) -> dict[str, int]:
@@ -31,7 +31,7 @@ def counts(graph: Graph) -> dict[str, int]:
 
 
 async def run_detail(
-    server: TetherServer,
+    server: ServerState,
     run_id: str,
     at: str | None,
     outputs: bool = False,

@@ -21,7 +21,7 @@ from tether.model.records import decode_one
 from tether.model.run_view import record_view
 
 if TYPE_CHECKING:
-    from tether.server.app import TetherServer
+    from tether.server.state import ServerState
 
 TOKEN_QUEUE = 1000
 
@@ -93,7 +93,7 @@ def sse(
 
 
 async def record_stream(
-    server: TetherServer, run_id: str, after: int, *, tokens: bool
+    server: ServerState, run_id: str, after: int, *, tokens: bool
 ) -> AsyncIterator[bytes]:
     """The body of `GET /v1/runs/{run_id}/events`."""
     settings = server.streams
@@ -201,7 +201,7 @@ def live_view(run_id: str, node_id: str, event: dict[str, Any]) -> dict[str, Any
     return view
 
 
-async def _finished(server: TetherServer, run_id: str) -> bool:
+async def _finished(server: ServerState, run_id: str) -> bool:
     info = await server.store.runs.get(run_id)
     return info is not None and info.status.finished
 

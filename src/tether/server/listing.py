@@ -28,7 +28,7 @@ from tether.store.base import STATES, RunFilter, RunInfo, state_filter
 from tether.store.forks import Origin
 
 if TYPE_CHECKING:
-    from tether.server.app import TetherServer
+    from tether.server.state import ServerState
 
 # Sub-agent runs shown under one run; a run with more says so with `children_more`.
 MAX_CHILDREN = 100
@@ -97,7 +97,7 @@ def row_view(info: RunInfo, now: float, origin: Origin | None = None) -> dict[st
     }
 
 
-async def usage_view(server: TetherServer, run_id: str) -> dict[str, Any]:
+async def usage_view(server: ServerState, run_id: str) -> dict[str, Any]:
     """What a run used so far, read off its log."""
     graph = await server.runtime.load(run_id)
     return {
@@ -111,7 +111,7 @@ async def usage_view(server: TetherServer, run_id: str) -> dict[str, Any]:
 class _Usage:
     """Usage for one request's rows: kept ones first, then up to MAX_USAGE_LOADS reads."""
 
-    def __init__(self, server: TetherServer) -> None:
+    def __init__(self, server: ServerState) -> None:
         self.server = server
         self.loads = 0
         self.partial = False
@@ -179,7 +179,7 @@ async def list_runs(request: Request) -> Response:
 
 
 async def _view(
-    server: TetherServer,
+    server: ServerState,
     info: RunInfo,
     now: float,
     *,

@@ -9,11 +9,11 @@ from starlette.requests import Request
 from tether.server.schemas import BadRequest
 
 if TYPE_CHECKING:
-    from tether.server.app import TetherServer
+    from tether.server.state import ServerState
 
 
-def server_of(request: Request) -> TetherServer:
-    server: TetherServer = request.app.state.tether
+def server_of(request: Request) -> ServerState:
+    server: ServerState = request.app.state.tether
     return server
 
 

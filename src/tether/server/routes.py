@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import logging
 import uuid
@@ -15,6 +13,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from tether.control.deploys import CannotUpgrade
+from tether.engine.follow import wait_finished
 from tether.engine.runtime import parse_config
 from tether.foundation import metrics
 from tether.foundation.errors import (
@@ -29,6 +28,7 @@ from tether.foundation.errors import (
     CorruptRecord,
     EventRefused,
     ImportConflict,
+    ModelNotConfigured,
     RunBusy,
     RunExists,
     RunHeldElsewhere,
@@ -36,6 +36,7 @@ from tether.foundation.errors import (
     RunNotRetryable,
     ScheduleExists,
     StoreError,
+    StoreFull,
     StoreUnavailable,
     TetherError,
     UnknownAgent,
@@ -68,7 +69,7 @@ from tether.server.tlog_route import export_tlog, import_tlog
 from tether.store.base import Status
 
 if TYPE_CHECKING:
-    from tether.server.app import TetherServer
+    pass
 
 MAX_KEY = 200
 log = logging.getLogger("tether.server")
@@ -179,28 +180,14 @@ async def cancel_run(request: Request) -> Response:
         raise UnknownRun(run_id)
     status = await server.launcher.cancel(run_id)
     if not status.finished:
-        status = await wait_finished(server, run_id, within=server.streams.cancel_wait_s)
+        status = await wait_finished(
+            server.store,
+            run_id,
+            within=server.streams.cancel_wait_s,
+            wakeups=server.wakeups,
+            poll=server.streams.poll_s,
+        )
     return JSONResponse({"run_id": run_id, "status": status.value, "urls": urls(run_id)})
-
-
-async def wait_finished(server: TetherServer, run_id: str, *, within: float) -> Status:
-    """The run's status once it finishes (its owner records that), or after `within` s.
-
-    Woken by the run's appends like a stream is (NOTIFY from the worker's replica), with
-    the streams' slow poll for stores that have no listener.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        woken = server.wakeups.current(run_id)  # taken before the read: no wake-up is lost
-        info = await server.store.runs.get(run_id)
-        if info is None:
-            raise UnknownRun(run_id)
-        left = deadline - loop.time()
-        if info.status.finished or left <= 0:
-            return info.status
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(woken.wait(), min(left, server.streams.poll_s))
 
 
 async def resume_run(request: Request) -> Response:
@@ -333,6 +320,15 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         response.headers["Retry-After"] = "1"
         response.headers["X-Request-Id"] = request_id
         return response
+    if isinstance(exc, StoreFull):
+        # Nothing was recorded; its message names the store (a path, a host): logged.
+        request_id = uuid.uuid4().hex[:16]
+        log.error("%s %s: %s (request %s)", request.method, request.url.path, exc, request_id)
+        response = error(
+            507, "store_full", f"the store has no space left (request {request_id})", None
+        )
+        response.headers["X-Request-Id"] = request_id
+        return response
     if isinstance(exc, RunHeldElsewhere):
         response = error(503, "run_held", str(exc))
         response.headers["Retry-After"] = "1"
@@ -345,6 +341,7 @@ async def _tether_error(request: Request, exc: Exception) -> Response:
         RunBusy: (409, "run_busy"),
         BudgetSpent: (409, "budget_spent"),
         BadInput: (422, "bad_input"),
+        ModelNotConfigured: (422, "model_not_configured"),
         BadFork: (422, "bad_fork"),
         BadTlog: (422, "bad_tlog"),
         ImportConflict: (409, "import_conflict"),

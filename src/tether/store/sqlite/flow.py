@@ -16,7 +16,7 @@ from tether.store.schedules import Schedule, Schedules, schedule_of, schedule_ro
 from tether.store.sqlite.dbtime import db_now
 
 if TYPE_CHECKING:
-    from tether.store.sqlite import _Db
+    from tether.store.sqlite.db import _Db
 
 RQ = load_queries("sqlite", "rates.sql")
 SQ = load_queries("sqlite", "schedules.sql")

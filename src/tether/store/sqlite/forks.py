@@ -19,7 +19,8 @@ from tether.store.forks import (
 from tether.store.queries import load_queries
 
 if TYPE_CHECKING:
-    from tether.store.sqlite import SqliteRuns, _Db
+    from tether.store.sqlite import SqliteRuns
+    from tether.store.sqlite.db import _Db
 
 Q = load_queries("sqlite")
 F = load_queries("sqlite", "forks.sql")

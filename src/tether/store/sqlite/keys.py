@@ -12,7 +12,7 @@ from tether.store.queries import load_queries
 from tether.store.sqlite.flow import _write
 
 if TYPE_CHECKING:
-    from tether.store.sqlite import _Db
+    from tether.store.sqlite.db import _Db
 
 Q = load_queries("sqlite", "keys.sql")
 

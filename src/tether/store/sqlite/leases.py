@@ -16,7 +16,7 @@ from tether.store.sqlite.append import append_rows
 from tether.store.sqlite.dbtime import db_now
 
 if TYPE_CHECKING:
-    from tether.store.sqlite import _Db
+    from tether.store.sqlite.db import _Db
 
 Q = load_queries("sqlite")
 LQ = load_queries("sqlite", "limits.sql")

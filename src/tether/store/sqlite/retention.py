@@ -15,7 +15,7 @@ from tether.store.queries import load_queries
 from tether.store.retention import FINISHED, Retention, Rows
 
 if TYPE_CHECKING:
-    from tether.store.sqlite import _Db
+    from tether.store.sqlite.db import _Db
 
 Q = load_queries("sqlite")
 F = load_queries("sqlite", "forks.sql")

@@ -10,7 +10,7 @@ from tether.store.sqlite.dbtime import db_now
 from tether.store.workers import WorkerInfo, Workers, served_of
 
 if TYPE_CHECKING:
-    from tether.store.sqlite import _Db
+    from tether.store.sqlite.db import _Db
 
 Q = load_queries("sqlite", "workers.sql")
 
