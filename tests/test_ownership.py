@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import time
@@ -133,3 +134,16 @@ def test_resume_force_stops_the_old_process_handlers_at_its_next_renewal(
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+
+
+def test_leases_are_taken_and_given_back_in_one_module() -> None:
+    # Who owns a run is decided in tether.engine.ownership; the writer's release is the
+    # last record's, appended with it in one transaction. Everyone else asks the keeper.
+    src = ROOT / "src" / "tether"
+    calling = sorted(
+        str(path.relative_to(src))
+        for path in src.rglob("*.py")
+        if "store" not in path.relative_to(src).parts[:1]
+        and re.search(r"leases\.(take|release|renew|claim|reopen)\(", path.read_text())
+    )
+    assert calling == ["engine/ownership.py", "engine/writer.py"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from typing import Any, assert_never
@@ -235,28 +236,54 @@ def nested(rows: list[RunInfo]) -> list[tuple[int, RunInfo]]:
     return out
 
 
+def table(*columns: str, flexible: tuple[str, ...] = ()) -> Table:
+    """A table that fits the terminal (80 columns in a pipe or a CI log) one line a row.
+
+    No cell wraps. Only the `flexible` columns (reasons, notes, owners, names) give up width,
+    cut with `…`; every other column (ids a user copies, states, numbers) is kept whole.
+    """
+    out = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    for name in columns:
+        # A flexible column may shrink (rich narrows wrappable columns first); its cells
+        # are one-line `Text`s (`cell`), so shrinking cuts them instead of wrapping.
+        out.add_column(cell(name), no_wrap=name not in flexible, overflow="ellipsis")
+    return out
+
+
+def cell(text: str) -> Text:
+    """A flexible column's cell: one line, cut with `…` when the column is narrowed."""
+    return Text(text, no_wrap=True, overflow="ellipsis")
+
+
+def owner_cell(owner: str, left: float | None) -> str:
+    """Who holds a run and its lease left, short: `host:pid 12s` (no time once the lease ran
+    out: the run's state says `orphaned` then)."""
+    if left is None or left < 0:
+        return owner
+    return f"{owner} {math.ceil(left)}s"
+
+
 def runs_table(rows: list[RunInfo], now: float, origins: Mapping[str, object] = {}) -> Table:
-    """`tether runs`: every column in 80 columns, sub-agent runs indented under their
-    parent (shown by the part of their id after the parent's), long cells wrapped; a
-    fork's reason says what it was forked from (`origins`: run id -> `RUN@SEQ`)."""
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
-    # Run ids are what users copy into `tether resume`/`show`: never cut them.
-    table.add_column("run id", no_wrap=True, min_width=20)
-    table.add_column("agent", overflow="fold", max_width=14)
-    table.add_column("state", no_wrap=True)
-    table.add_column("age", no_wrap=True, justify="right")
-    table.add_column("owner", overflow="fold", ratio=1)
-    table.add_column("reason", overflow="fold", ratio=1)
+    """`tether runs`: one line a run in 80 columns, sub-agent runs indented under their
+    parent (shown by the part of their id after the parent's; one listed without its parent
+    shows its full id), the owner with its lease left, long reasons cut with `…`; a fork's
+    reason says what it was forked from (`origins`: run id -> `RUN@SEQ`)."""
+    # Run ids are what users copy into `tether resume`/`show`: never cut.
+    out = table(
+        "run id", "agent", "state", "age", "owner", "reason", flexible=("agent", "owner", "reason")
+    )
+    out.columns[3].justify = "right"
     for depth, r in nested(rows):
         run_id = r.run_id
         if depth and r.parent_run_id:
             run_id = "  " * (depth - 1) + "└ " + r.run_id[len(r.parent_run_id) :]
         owner = "-"
-        left = r.lease_left(now)
         if r.owner and not r.status.finished:
-            owner = f"{r.owner} e{r.epoch}" + ("" if left is None else f", {lease_state(left)}")
+            owner = owner_cell(r.owner, r.lease_left(now))
         reason = r.reason or ""
         if r.run_id in origins:
             reason = f"forked from {origins[r.run_id]}" + (f"; {reason}" if reason else "")
-        table.add_row(run_id, r.agent, r.state(now), age(now - r.created_at), owner, reason)
-    return table
+        out.add_row(
+            run_id, cell(r.agent), r.state(now), age(now - r.created_at), cell(owner), cell(reason)
+        )
+    return out

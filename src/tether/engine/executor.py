@@ -520,7 +520,7 @@ class RunExecutor:
         g, rt = self.graph, self.runtime
         try:
             if self.epoch is not None:
-                await rt.store.leases.release(g.run_id, self.epoch, Status.PAUSED, reason)
+                await rt.keeper.release(g.run_id, self.epoch, Status.PAUSED, reason)
             else:
                 await rt.store.runs.set_status(g.run_id, Status.PAUSED, reason=reason)
         except StoreError as exc:  # its lease runs out; whoever takes it pauses it again

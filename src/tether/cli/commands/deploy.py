@@ -41,9 +41,12 @@ async def cmd_workers(store: Store, args: argparse.Namespace) -> int:
     if not live:
         console.print("no live workers")
         return 0
-    from rich.table import Table
+    from tether.cli.display import cell
+    from tether.cli.display import table as new_table
 
-    table = Table("owner", "versions served", "runs held", "last beat", "up")
+    table = new_table(
+        "owner", "versions served", "runs held", "last beat", "up", flexible=("versions served",)
+    )
     for w in live:
         served = ", ".join(
             f"{agent} {s.version}"
@@ -53,7 +56,7 @@ async def cmd_workers(store: Store, args: argparse.Namespace) -> int:
         )
         table.add_row(
             w.owner,
-            served or "(none yet)",
+            cell(served or "(none yet)"),
             str(w.runs_held),
             f"{max(0.0, now - w.beat_at):.1f}s ago",
             f"{max(0.0, now - w.started_at):.0f}s",

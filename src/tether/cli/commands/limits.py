@@ -101,14 +101,17 @@ async def cmd_limits_list(store: Store, args: argparse.Namespace) -> int:
     if models:
         console.print(rates_table(models))
     if concurrency:
-        from rich.table import Table
+        from tether.cli.display import cell
+        from tether.cli.display import table as new_table
 
-        table = Table("agent", "scope", "max running", "running now")
+        table = new_table(
+            "agent", "scope", "max running", "running now", flexible=("agent", "scope")
+        )
         for row in concurrency:
             scope = f"key {row['key']}" if row["key"] is not None else "each key"
             scope = scope if row["key"] is not None or row["each_key"] else "all its runs"
             running = f"{row['running']} (busiest key)" if row["each_key"] else str(row["running"])
-            table.add_row(row["agent"], scope, str(row["max_running"]), running)
+            table.add_row(cell(row["agent"]), cell(scope), str(row["max_running"]), running)
         console.print(table)
     return 0
 
@@ -177,12 +180,13 @@ def rate_row(state: RateState, now: float) -> dict[str, Any]:
 
 def rates_table(rows: list[dict[str, Any]]) -> Any:
     """The model rate limits (`rate_row`s) as a table."""
-    from rich.table import Table
+    from tether.cli.display import cell
+    from tether.cli.display import table as new_table
 
-    table = Table("model", "requests", "tokens", "per", "429 block left")
+    table = new_table("model", "requests", "tokens", "per", "429 block left", flexible=("model",))
     for row in rows:
         table.add_row(
-            row["model"],
+            cell(row["model"]),
             "-" if row["rpm"] is None else f"{row['rpm']:g}",
             "-" if row["tpm"] is None else f"{row['tpm']:g}",
             f"{row['per_s']:g} s",

@@ -80,11 +80,21 @@ async def cmd_schedule_list(store: Store, args: argparse.Namespace) -> int:
     if not schedules:
         print('no schedules; `tether schedule add NAME --cron "*/5 * * * *" --agent A` adds one')
         return 0
-    from rich.table import Table
+    from tether.cli.display import cell
+    from tether.cli.display import table as new_table
 
-    table = Table("name", "cron", "time zone", "agent", "catch-up", "next run (UTC)")
+    # Names are whole (`tether schedule remove NAME`); time zones and agents give way.
+    table = new_table(
+        "name",
+        "cron",
+        "time zone",
+        "agent",
+        "catch-up",
+        "next run (UTC)",
+        flexible=("time zone", "agent"),
+    )
     for s in schedules:
         at = datetime.fromtimestamp(s.next_at, UTC).isoformat(timespec="seconds")
-        table.add_row(s.name, s.cron, s.timezone, s.agent, s.catch_up, at)
+        table.add_row(s.name, s.cron, cell(s.timezone), cell(s.agent), s.catch_up, at)
     console.print(table)
     return 0
