@@ -188,6 +188,12 @@ def test_runs_delete_shred_on_the_command_line(tmp_path: Path) -> None:
 
     asyncio.run(setup())
     env = {**child_env(), "TETHER_KEYS": ring.dump(), "TETHER_BLOB_URL": str(tmp_path / "blobs")}
+    # The ring rotated: the run key is wrapped again under the new current key.
+    env["TETHER_KEYS"] = ring.with_new_key("k2").dump()
+    rotate = [sys.executable, "-m", "tether", "--db", f"sqlite:///{db}", "keys", "rotate"]
+    turned = subprocess.run(rotate, env=env, capture_output=True, text=True)
+    assert turned.returncode == 0, turned.stderr
+    assert "wrapped 1 run keys again under it" in " ".join(turned.stdout.split())
     base = [sys.executable, "-m", "tether", "--db", f"sqlite:///{db}", "runs", "delete"]
     out = subprocess.run([*base, "--shred", "cli-src"], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -195,3 +201,28 @@ def test_runs_delete_shred_on_the_command_line(tmp_path: Path) -> None:
     bad = subprocess.run([*base, "--shred", "cli-plain"], env=env, capture_output=True, text=True)
     assert bad.returncode != 0 and "no data key of its own" in " ".join(bad.stderr.split())
     asyncio.run(check())
+
+
+async def test_rotation_wraps_run_keys_again_so_the_old_ring_key_can_go(
+    durable_store: Store, blobs: LocalBlobStore
+) -> None:
+    from tether.foundation.crypto.runkeys import rewrap_all, wrapped_under
+
+    ring1 = KeyRing.new("k1")
+    rt = Runtime(durable_store, blobs=blobs, keys=ring1)
+    await rt.start(shreddable, {"q": MARKER}, run_id="rot")
+    await rt.start(shreddable, {"q": MARKER}, run_id="gone")
+    await delete_run(durable_store, "gone", blobs=rt.blobs, shred=True)
+    ring2 = ring1.with_new_key("k2")
+    # (The store may hold other tests' runs: a PostgreSQL database is shared by the module.)
+    done, _, _ = await rewrap_all(ring2, durable_store.keys)
+    assert done >= 1 and (await rewrap_all(ring2, durable_store.keys))[0] == 0
+    gone = (await durable_store.keys.get(["gone"]))["gone"]
+    assert gone.wrapped is None  # a shredded key stays destroyed
+    row = (await durable_store.keys.get(["rot"]))["rot"]
+    assert row.wrapped is not None and wrapped_under(row.wrapped) == "k2"
+    # A ring without k1 reads the run: its values are under its own key, wrapped by k2.
+    only_k2 = KeyRing({"k2": ring2.keys["k2"]}, "k2", ring2.address)
+    reader = Runtime(durable_store, blobs=blobs, keys=only_k2)
+    graph = await reader.load("rot")
+    assert (await reader.new_codec().decode(output_of(graph, "root")))["big"] == MARKER * 500

@@ -43,6 +43,11 @@ class _Console(Console):
 console = _Console()
 
 
+def count(n: int, noun: str) -> str:
+    """`n` and its noun, plural unless one: `1 run`, `2 runs`, `0 files`, `1 sub-agent run`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def fail(message: str) -> int:
     """Say what went wrong in one line on stderr; the exit code of a user's mistake."""
     print(f"error: {message}", file=sys.stderr, flush=True)

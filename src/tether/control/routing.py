@@ -10,7 +10,8 @@ inputs that fit, the version listed or the function saying yes). The runs that p
 named in the next claim (`Serves.also`), which takes them only if still runnable; the
 others are not looked at again for `RECHECK_AFTER` seconds. Agents of runs that this
 process has not resolved yet are resolved on the way (an agent that does not import here
-is tried again after `RECHECK_AFTER`).
+is tried again after `RECHECK_AFTER`), unless the worker is pinned to its agents (`pin`, as
+`tether serve`'s embedded worker is): then it claims and resolves no other agent's runs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,22 @@ log = logging.getLogger("tether.control.worker")
 RECHECK_AFTER = 60.0
 
 
+def pinned(agents: Iterable[str]) -> dict[str, Registry]:
+    """The registries of `agents` by every name a run of theirs may be recorded under: the
+    name given (`pkg.mod:agent`, an entry point) and the registry's own name (a run started
+    with the Registry object). A name that does not resolve is left out (not served)."""
+    out: dict[str, Registry] = {}
+    for name in agents:
+        try:
+            registry = resolve_agent(name)
+        except UnknownAgent as exc:
+            log.warning("agent %r does not resolve here (%s); not serving it", name, exc)
+            continue
+        out.setdefault(registry.name, registry)
+        out[name] = registry
+    return out
+
+
 class Routing:
     """The agents a worker serves, by the name runs were submitted under, and its verdicts
     on runs of other versions."""
@@ -48,8 +65,18 @@ class Routing:
         self.accepted: list[str] = []
         # Set when an agent is resolved: the worker advertises what it serves at once.
         self.changed = False
+        # False once pinned: a run of an agent not listed is never resolved (importing a
+        # module runs its code) nor claimed here.
+        self.dynamic = True
         for name in agents:
             self.agents[name] = resolve_agent(name)
+
+    def pin(self, agents: Iterable[str]) -> None:
+        """Serve exactly `agents` from now on (resolved now): runs naming any other agent
+        are left to other workers, whatever their rows or records say."""
+        self.agents = pinned(agents)
+        self.dynamic = False
+        self.changed = True
 
     def serves(self) -> Serves:
         return Serves({name: r.version for name, r in self.agents.items()}, tuple(self.accepted))
@@ -103,6 +130,8 @@ class Routing:
         return more
 
     def _resolve(self, agent: str, now: float) -> Registry | None:
+        if not self.dynamic:
+            return None
         at = self._unresolved.get(agent)
         if at is not None and now - at < RECHECK_AFTER:
             return None

@@ -272,6 +272,15 @@ class Worker:
                 # the finish and the release became one transaction).
                 await self._release(claim, graph.status, graph.reason or None)
                 return
+            if not self.routing.dynamic and graph.agent not in self.routing.agents:
+                # Pinned, and its first record names an agent not served here (whatever its
+                # row says): never resolved, never executed; given back queued.
+                why = f"its run_started record names agent {graph.agent!r}, not served here"
+                log.warning("run %s: %s; gave it back", run_id, why)
+                self._declined[run_id] = time.monotonic()
+                self._count("declined")
+                await self._release(claim, Status.QUEUED, why)
+                return
             if claim.cancel:
                 # Asked to cancel while nobody held it: record that, execute nothing.
                 outcome = await self.runtime.cancel(run_id, epoch=epoch)

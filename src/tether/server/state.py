@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Sequence
 
 from tether.blobs import BlobStore
+from tether.control.routing import pinned
 from tether.engine.follow import Wakeups
 from tether.server.events import StreamSettings
 from tether.server.launch import Launcher
@@ -40,6 +41,11 @@ class ServerState:
         # Agent names a caller may start: resolving a name imports a module, so the
         # server never imports what a request names unless it was allowed here.
         self.agents = tuple(agents)
+        # The names runs of these agents may be recorded under (theirs, their registries'):
+        # the only runs an import may bring in, and that the embedded worker executes.
+        self.runnable = frozenset(pinned(self.agents))
+        if launcher.worker is not None:
+            launcher.worker.routing.pin(self.agents)
         self.streams = streams or StreamSettings()
         self.limits = limits or Limits()
         self.starts = StartGate(self.limits)

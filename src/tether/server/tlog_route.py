@@ -7,8 +7,10 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from tether.ops.tlog import export_run, import_run
-from tether.server.request import run_id_of, server_of
+from tether.ops.tlog import export_run
+from tether.ops.tlog.load import check_agents, read_tlog
+from tether.ops.tlog.load import import_tlog as load_tlog
+from tether.server.request import admit_new_run, run_id_of, server_of
 
 TLOG_MEDIA_TYPE = "application/vnd.tether.tlog"
 
@@ -37,11 +39,16 @@ async def export_tlog(request: Request) -> Response:
 async def import_tlog(request: Request) -> Response:
     """Import the `.tlog` file in the body into this server's store, all or nothing: 201
     with the runs created, 200 if the store had them already; 422 (bad_tlog) naming what is
-    wrong with the file, 409 (import_conflict) for a different run under one of its ids."""
+    wrong with the file, 422 (unknown_agent) naming a run of an agent not served here,
+    409 (import_conflict) for a different run under one of its ids."""
     server = server_of(request)
-    done = await import_run(
-        server.store, request.stream(), blobs=server.blobs, source="the request body"
-    )
+    await admit_new_run(request)  # an import queues runs, as a start does
+    source = "the request body"
+    tlog = await read_tlog(source, request.stream())
+    # Refused whole, before anything is written, if any of its runs would run an agent this
+    # server was not started with (422 unknown_agent).
+    check_agents(source, tlog, server.runnable)
+    done = await load_tlog(server.store, tlog, blobs=server.blobs, source=source)
     view = {
         "run_id": done.run_id,
         "created": done.created,

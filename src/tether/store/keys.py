@@ -34,5 +34,13 @@ class RunKeys(ABC):
         """The rows of these runs that exist."""
 
     @abstractmethod
+    async def kept(self) -> list[KeyRow]:
+        """Every run key not shredded (to wrap them again under a rotated ring)."""
+
+    @abstractmethod
+    async def rewrap(self, run_id: str, old: bytes, new: bytes) -> bool:
+        """Replace a run's wrapped key, if it is still `old` (not shredded or rewrapped since)."""
+
+    @abstractmethod
     async def shred(self, run_ids: Sequence[str]) -> int:
         """Destroy these runs' keys (their rows stay, emptied and stamped); how many held one."""

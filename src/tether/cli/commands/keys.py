@@ -22,7 +22,9 @@ def add_parser(sub: Any) -> None:
     generate.add_argument("--id", help="the new key's id (default: k1, k2, ...)")
     generate.set_defaults(fn=cmd_keys_generate, opens_store=False)
     rotate = keys_sub.add_parser(
-        "rotate", help="re-seal stored blobs under the current key (logs are never rewritten)"
+        "rotate",
+        help="wrap run keys again under the current key, and re-seal stored blobs with "
+        "--reseal-blobs (logs are never rewritten)",
     )
     rotate.add_argument(
         "--reseal-blobs", dest="blobs_too", action="store_true", help="re-seal every blob now"
@@ -48,6 +50,9 @@ async def cmd_keys_rotate(store: Store, args: argparse.Namespace) -> int:
 
     if args.keys is None:
         raise KeyRingError("tether keys rotate: no key ring configured (TETHER_KEYS)")
+    from tether.foundation.crypto.runkeys import rewrap_all
+
+    rewrapped, _, unopened = await rewrap_all(args.keys, store.keys)
     resealed = kept = 0
     async with open_blobs(args.settings) as blobs:
         assert isinstance(blobs, SealedBlobStore)
@@ -64,6 +69,13 @@ async def cmd_keys_rotate(store: Store, args: argparse.Namespace) -> int:
             if args.blobs_too
             else "new data is sealed under it; old keys still open old data "
             "(--reseal-blobs re-seals blobs)"
+        )
+        + (f"; wrapped {rewrapped} run keys again under it" if rewrapped else "")
+        + (
+            f"; {len(unopened)} run keys this ring cannot open were left as they are "
+            f"(e.g. run {unopened[0]})"
+            if unopened
+            else ""
         )
     )
     return 0

@@ -35,7 +35,11 @@ ORDER = 10
 def add_parser(sub: Any) -> None:
     """`tether demo`, `tether resume` and `tether cancel`."""
     demo = sub.add_parser("demo", help="run the demo agent on a scripted model")
-    demo.add_argument("--question", default="How do agents survive a rolling deploy?")
+    demo.add_argument(
+        "--question",
+        default="How do agents survive a rolling deploy?",
+        help="what the demo agent researches and answers",
+    )
     demo.add_argument("--stop-after", type=int, help="SIGKILL the process after N recorded nodes")
     demo.add_argument("--budget", help="limits, e.g. nodes=8,tokens=5000")
     demo.add_argument(

@@ -75,6 +75,32 @@ def wrap(ring: KeyRing, run_id: str, key: bytes) -> bytes:
     return bytes([len(kid)]) + kid + nonce + ciphertext
 
 
+def wrapped_under(wrapped: bytes) -> str:
+    """The id of the ring key a wrapped run key is sealed under."""
+    n = wrapped[0] if wrapped else 0
+    return wrapped[1 : 1 + n].decode(errors="replace")
+
+
+async def rewrap_all(ring: KeyRing, keys: Any) -> tuple[int, int, list[str]]:
+    """Wrap every kept run key of the store's `keys` (a `RunKeys`) again under the ring's
+    current key: (rewrapped, current already, the runs whose key this ring cannot open, left
+    as they are). Old ring keys can then leave the ring once nothing else they sealed is
+    kept."""
+    done = current = 0
+    unopened: list[str] = []
+    for row in await keys.kept():
+        if wrapped_under(row.wrapped) == ring.current:
+            current += 1
+            continue
+        try:
+            fresh = wrap(ring, row.run_id, unwrap(ring, row.run_id, row.wrapped))
+        except KeyRingError:
+            unopened.append(row.run_id)
+            continue
+        done += int(await keys.rewrap(row.run_id, row.wrapped, fresh))
+    return done, current, unopened
+
+
 def unwrap(ring: KeyRing, run_id: str, wrapped: bytes) -> bytes:
     """The data key; KeyRingError if the ring lacks the wrapping key or the bytes differ."""
     n = wrapped[0] if wrapped else 0

@@ -13,12 +13,19 @@ is, so importing a file twice is a no-op; one with other records refuses the who
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterable, Sequence
+from collections.abc import AsyncIterable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tether.blobs import BlobStore
-from tether.foundation.errors import BadRunId, BadTlog, CorruptRecord, ImportConflict, RunExists
+from tether.foundation.errors import (
+    BadRunId,
+    BadTlog,
+    CorruptRecord,
+    ImportConflict,
+    RunExists,
+    UnknownAgent,
+)
 from tether.foundation.ids import check_child_run_id, check_run_id
 from tether.foundation.status import Status
 from tether.model.columns import applied
@@ -230,7 +237,25 @@ def _replay(source: str, run: TlogRun) -> Graph:
         raise BadTlog(
             source, f"run {run_id}: its run frame and its first record name other parents"
         )
+    if started.agent != run.info.agent:  # the row is listed as one agent, would run another
+        raise BadTlog(
+            source,
+            f"run {run_id}: its run frame names agent {run.info.agent!r}, its run_started "
+            f"record agent {started.agent!r}",
+        )
     return graph
+
+
+def check_agents(source: str, tlog: Tlog, agents: Collection[str]) -> None:
+    """UnknownAgent naming the first run of `tlog` (children included) whose agent is not
+    one of `agents`: a server imports no run it would not execute (resolving an agent
+    imports its module)."""
+    for run in tlog.runs:
+        if run.info.agent not in agents:
+            raise UnknownAgent(
+                f"{source}: not imported: run {run.info.run_id} names agent "
+                f"{run.info.agent!r}, which is not served here; this server runs {sorted(agents)}"
+            )
 
 
 def _check_blobs_held(source: str, runs: Sequence[TlogRun], blobs: dict[str, bytes]) -> None:

@@ -145,6 +145,16 @@ class MemoryKeys(RunKeys):
     async def get(self, run_ids: Sequence[str]) -> dict[str, KeyRow]:
         return {i: self._rows[i] for i in run_ids if i in self._rows}
 
+    async def kept(self) -> list[KeyRow]:
+        return [r for _, r in sorted(self._rows.items()) if r.wrapped is not None]
+
+    async def rewrap(self, run_id: str, old: bytes, new: bytes) -> bool:
+        row = self._rows.get(run_id)
+        if row is None or row.wrapped != old:
+            return False
+        self._rows[run_id] = KeyRow(run_id, new)
+        return True
+
     async def shred(self, run_ids: Sequence[str]) -> int:
         now, n = time.time(), 0
         for run_id in run_ids:

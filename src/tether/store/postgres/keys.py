@@ -22,5 +22,11 @@ class PostgresKeys(RunKeys):
         rows = await self._db.fetch(Q["get"], list(run_ids))
         return {r[0]: KeyRow(r[0], None if r[1] is None else bytes(r[1]), r[2]) for r in rows}
 
+    async def kept(self) -> list[KeyRow]:
+        return [KeyRow(r[0], bytes(r[1]), r[2]) for r in await self._db.fetch(Q["kept"])]
+
+    async def rewrap(self, run_id: str, old: bytes, new: bytes) -> bool:
+        return (await self._db.execute(Q["rewrap"], run_id, old, new)).endswith(" 1")
+
     async def shred(self, run_ids: Sequence[str]) -> int:
         return int((await self._db.execute(Q["shred"], list(run_ids))).split()[-1])

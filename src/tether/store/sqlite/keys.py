@@ -30,6 +30,14 @@ class SqliteKeys(RunKeys):
         rows = await self._db.call(lambda: self._db.conn.execute(Q["get"], {"ids": ids}).fetchall())
         return {r[0]: KeyRow(r[0], None if r[1] is None else bytes(r[1]), r[2]) for r in rows}
 
+    async def kept(self) -> list[KeyRow]:
+        rows = await self._db.call(lambda: self._db.conn.execute(Q["kept"]).fetchall())
+        return [KeyRow(r[0], bytes(r[1]), r[2]) for r in rows]
+
+    async def rewrap(self, run_id: str, old: bytes, new: bytes) -> bool:
+        args = {"run_id": run_id, "old": old, "new": new}
+        return await _write(self._db, Q["rewrap"], args) > 0
+
     async def shred(self, run_ids: Sequence[str]) -> int:
         args = {"ids": json.dumps(list(run_ids)), "now": time.time()}
         return await _write(self._db, Q["shred"], args)
