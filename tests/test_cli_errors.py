@@ -30,7 +30,8 @@ def run(home: Path, *args: str, env: dict[str, str] | None = None, code: str = "
 CASES = [
     (("--db", "mysql://x", "runs"), {}, "", "unsupported store URL 'mysql://x'"),
     (("--db", "sqlite:/rel.db", "runs"), {}, "", "unsupported store URL"),
-    (("--db", "memory", "runs"), {}, "", "unsupported store URL 'memory'"),
+    # Not a URL: a SQLite file's path (issue 40), which a read-only command does not create.
+    (("--db", "memory", "runs"), {}, "", "no tether store at memory (sqlite)"),
     (("--db", "postgresql://127.0.0.1:port/test", "runs"), {}, "", "127.0.0.1:port/test"),
     (("--blobs", "s3://", "submit", "demo"), {}, "", "s3://"),
     (("submit", "demo", "--run-id", "has space"), {}, "", "run id"),

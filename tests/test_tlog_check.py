@@ -46,7 +46,8 @@ def test_the_golden_logs_pass_the_check_with_the_code_here(tmp_path: Path) -> No
     lines = proc.stdout.splitlines()
     for golden in goldens:
         assert any(line.startswith(f"ok   {golden}: ") for line in lines), proc.stdout
-    assert lines[-1].startswith(f"{len(goldens)} files checked against demo ")
+    files = f"{len(goldens)} file" + ("" if len(goldens) == 1 else "s")
+    assert lines[-1].startswith(f"{files} checked against demo ")
     assert lines[-1].endswith(", 0 failed")
 
 
@@ -71,12 +72,12 @@ async def test_the_command_reports_one_line_per_file_and_fails_on_any(tmp_path: 
     good = await saved(logs / "a.tlog", {"q": "what?"})
     (logs / "b.tlog").write_bytes(good.read_bytes()[:-10])  # truncated
     ok = check(tmp_path, "tests.tlog_agents:v1", str(good))
-    assert ok.returncode == 0 and ok.stdout.startswith(f"ok   {good}: 1 runs, 1 pending")
+    assert ok.returncode == 0 and ok.stdout.startswith(f"ok   {good}: 1 run, 1 pending")
 
     proc = check(tmp_path, "tests.tlog_agents:v2", str(logs), str(GOLDEN))
     assert proc.returncode == 1
     out = proc.stdout.splitlines()
-    assert out[0] == f"FAIL {good}: 1 problem(s)"
+    assert out[0] == f"FAIL {good}: 1 problem"
     assert "no handler for pending node kind 'plan'" in out[1] and out[1].startswith("  run ")
     assert out[2].startswith(f"FAIL {logs / 'b.tlog'}: does not decode: truncated")
     golden = next(line for line in out if "v1_demo_paused" in line)

@@ -119,3 +119,54 @@ async def test_the_embedded_worker_never_runs_an_agent_it_was_not_started_with(
         await wait_status(client, served, "succeeded")
         assert (await client.get(other))["status"] == "queued"
     assert not await asyncio.to_thread(marker.exists)
+
+
+# -- forks and imports are starts for the caps ------------------------------------------
+
+
+async def test_forks_and_imports_count_against_the_queue_cap(tmp_path: Path) -> None:
+    # No workers: every run stays queued.
+    server = start_server(
+        tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", "--workers", "external",
+        "--max-queued", "2", "--starts-per-second", "0",
+    )  # fmt: skip
+    _, data = await queued_tlog()
+    try:
+        async with TetherClient(server.url, TOKEN) as client:
+            imported = (await client.import_tlog(data))["run_id"]  # 1 queued
+            fork = await client.fork(imported, at_seq=0)  # 2 queued
+            with pytest.raises(ApiError) as forks:
+                await client.fork(imported, at_seq=0)
+            assert (forks.value.status, forks.value.kind) == (429, "too_many_requests")
+            _, other = await queued_tlog()
+            with pytest.raises(ApiError) as imports:
+                await client.import_tlog(other)
+            assert (imports.value.status, imports.value.kind) == (429, "too_many_requests")
+            runs = {r["run_id"] for r in (await client.list())["runs"]}
+            assert runs == {imported, fork["run_id"]}
+    finally:
+        assert server.stop() == 0
+
+
+async def test_forks_and_imports_spend_the_start_rate(tmp_path: Path) -> None:
+    server = start_server(
+        tmp_path, f"sqlite:///{tmp_path / 'tether.db'}", "--workers", "external",
+        "--starts-per-second", "0.01", "--start-burst", "2",
+    )  # fmt: skip
+    _, data = await queued_tlog()
+    try:
+        async with TetherClient(server.url, TOKEN) as client:
+            imported = (await client.import_tlog(data))["run_id"]
+            await client.fork(imported, at_seq=0)
+            with pytest.raises(ApiError) as forks:
+                await client.fork(imported, at_seq=0)
+            assert (forks.value.status, forks.value.kind) == (429, "too_many_requests")
+            _, other = await queued_tlog()
+            with pytest.raises(ApiError) as imports:
+                await client.import_tlog(other)
+            assert imports.value.status == 429
+            with pytest.raises(ApiError) as starts:
+                await client.start(CHAIN, chain_input(1, 1, 0))
+            assert starts.value.status == 429
+    finally:
+        assert server.stop() == 0

@@ -25,7 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tether {_version()}")
     parser.add_argument("--debug", action="store_true", help="on an error, show the traceback too")
     parser.add_argument(
-        "--db", help="store URL (default: $TETHER_DATABASE_URL or sqlite in ./.tether)"
+        "--db",
+        metavar="URL|PATH",
+        help="store: a URL (sqlite:///file.db, postgresql://host/db), a SQLite file's path, "
+        "or a directory (its tether.db) (default: $TETHER_DATABASE_URL or sqlite in ./.tether)",
     )
     parser.add_argument(
         "--blobs",

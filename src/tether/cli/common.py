@@ -22,8 +22,10 @@ from rich.console import Console
 
 from tether.control.wiring import Settings, new_runtime, open_blobs
 from tether.engine.executor import Outcome
+from tether.engine.registry import resolve_agent
 from tether.engine.runtime import Runtime
 from tether.foundation import logs, tracing
+from tether.foundation.errors import UnknownAgent
 from tether.model.graph import Graph
 from tether.model.records import Record
 from tether.model.run_view import waits_view
@@ -39,6 +41,11 @@ class _Console(Console):
 
 
 console = _Console()
+
+
+def count(n: int, noun: str) -> str:
+    """`n` and its noun, plural unless one: `1 run`, `2 runs`, `0 files`, `1 sub-agent run`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def fail(message: str) -> int:
@@ -199,3 +206,17 @@ def add_log_format(cmd: argparse.ArgumentParser) -> None:
         help="text, or one JSON object a line with run_id, node_id, owner, epoch "
         "(default: $TETHER_LOG_FORMAT or text)",
     )
+
+
+def services_for(
+    agent: str, args: argparse.Namespace
+) -> contextlib.AbstractAsyncContextManager[Any]:
+    """What the agent's runs need up while they execute here (its registry's `services`
+    hook: the demo's scripted model, say); nothing if this code does not have the agent
+    (the resume then says why it cannot continue it)."""
+    try:
+        registry = resolve_agent(agent)
+    except UnknownAgent:
+        return contextlib.nullcontext()
+    speed = args.settings.demo_speed if hasattr(args, "settings") else None
+    return registry.services(model=getattr(args, "model", None), speed=speed)

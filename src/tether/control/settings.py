@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.blobs.factory import default_blob_url
 from tether.engine.ownership import DEFAULT_LEASE_TTL
-from tether.store import DATA_DIR_ENV, DATABASE_URL_ENV, data_dir, default_url
+from tether.store import DATA_DIR_ENV, DATABASE_URL_ENV, data_dir, default_url, store_url
 
 if TYPE_CHECKING:
     from tether.foundation.crypto.keyring import KeyRing
@@ -134,7 +134,8 @@ class Settings:
         runs = _number(flags, environ, "concurrency", "TETHER_CONCURRENCY", int, 1)
         poll = _number(flags, environ, "poll", "TETHER_POLL", float, 0.001)
         return cls(
-            db=flags.get("db") or default_url(environ),
+            # `--db` takes a URL, or a SQLite file's path, or a directory (its tether.db).
+            db=store_url(flags["db"]) if flags.get("db") else default_url(environ),
             blobs=given("blobs", "TETHER_BLOB_URL"),
             data_dir=data_dir(environ),
             s3_endpoint=environ.get("TETHER_S3_ENDPOINT") or None,

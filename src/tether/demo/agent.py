@@ -121,3 +121,8 @@ async def demo_models(
             yield f"scripted model at {server.base_url}"
         finally:
             await research.aclose()
+
+
+# `tether resume` and `tether retry` bring the demo's model up around its runs (a registry
+# hook: the command knows no agent by name).
+agent.services_fn = demo_models

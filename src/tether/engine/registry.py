@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -116,7 +117,19 @@ class Registry:
         self._handlers: dict[str, HandlerSpec] = {}
         # What must hold before a run of this agent is recorded (`add_check`).
         self._checks: list[Callable[[bool], None]] = []
+        # What its runs need up while they execute in this process, given the command's
+        # options (`model`, `speed`): entered by `tether resume` and `tether retry` around
+        # the run. The demo's scripted model server comes in so (`services`).
+        self.services_fn: Callable[..., contextlib.AbstractAsyncContextManager[object]] | None = (
+            None
+        )
         _REGISTRIES[name] = self
+
+    def services(self, **options: Any) -> contextlib.AbstractAsyncContextManager[object]:
+        """What a run of this agent needs up while it executes here (nothing by default)."""
+        if self.services_fn is None:
+            return contextlib.nullcontext()
+        return self.services_fn(**options)
 
     def node(
         self,

@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from tether.server.listing import urls
-from tether.server.request import run_id_of, server_of
+from tether.server.request import admit_new_run, run_id_of, server_of
 from tether.server.schemas import ForkRun, parse_body
 
 
@@ -17,6 +17,7 @@ async def fork_run(request: Request) -> Response:
     or override the run does not have."""
     server = server_of(request)
     run_id = run_id_of(request)
+    await admit_new_run(request)  # a fork queues a run, as a start does
     body = parse_body(ForkRun, await request.body(), limit=server.limits.max_body_bytes)
     # "+N" is counted from what the source had used at the fork point, as the CLI's.
     budget = body.budget.change() if body.budget is not None else None

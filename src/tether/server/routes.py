@@ -62,7 +62,7 @@ from tether.server.limit_route import delete_limit, list_limits, put_limit
 from tether.server.limits import BodyTooLarge, TooMany
 from tether.server.listing import list_runs, run_url, urls
 from tether.server.openapi import openapi
-from tether.server.request import run_id_of, server_of
+from tether.server.request import bearer_of, run_id_of, server_of
 from tether.server.schedule_route import add_schedule, list_schedules, remove_schedule
 from tether.server.schemas import BadRequest, ResumeRun, StartRun, loads, parse_body
 from tether.server.tlog_route import export_tlog, import_tlog
@@ -73,11 +73,6 @@ if TYPE_CHECKING:
 
 MAX_KEY = 200
 log = logging.getLogger("tether.server")
-
-
-def bearer_of(request: Request) -> str:
-    """The bearer token the request was let in with (starts take the header only)."""
-    return request.headers.get("authorization", "").partition(" ")[2].strip()
 
 
 def idempotent_run_id(key: str) -> str:

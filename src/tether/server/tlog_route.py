@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from tether.ops.tlog import export_run
 from tether.ops.tlog.load import check_agents, read_tlog
 from tether.ops.tlog.load import import_tlog as load_tlog
-from tether.server.request import run_id_of, server_of
+from tether.server.request import admit_new_run, run_id_of, server_of
 
 TLOG_MEDIA_TYPE = "application/vnd.tether.tlog"
 
@@ -42,6 +42,7 @@ async def import_tlog(request: Request) -> Response:
     wrong with the file, 422 (unknown_agent) naming a run of an agent not served here,
     409 (import_conflict) for a different run under one of its ids."""
     server = server_of(request)
+    await admit_new_run(request)  # an import queues runs, as a start does
     source = "the request body"
     tlog = await read_tlog(source, request.stream())
     # Refused whole, before anything is written, if any of its runs would run an agent this

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -42,6 +43,19 @@ def default_url(environ: Mapping[str, str] | None = None) -> str:
     SQLite file in the data directory. `tether.control.settings` passes its own."""
     env = os.environ if environ is None else environ
     return env.get(DATABASE_URL_ENV) or f"sqlite:///{data_dir(env) / 'tether.db'}"
+
+
+def store_url(given: str) -> str:
+    """A store as `--db` gives it: a URL (`sqlite:///…`, `postgresql://…`) as is; anything
+    else is a SQLite file's path, as `sqlite3 PATH` takes it, or a directory (an existing
+    one, or a path ending in `/`) meaning `tether.db` inside it. Anything that starts like
+    a URL (`scheme:`) stays one, so a mistyped URL is refused as such."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", given):
+        return given
+    path = Path(given).expanduser()
+    if path.is_dir() or given.endswith(("/", os.sep)):
+        path = path / "tether.db"
+    return f"sqlite:///{path}"
 
 
 def _check_ports(url: str) -> None:
@@ -123,4 +137,5 @@ __all__ = [
     "migrate_url",
     "state_filter",
     "store_from_url",
+    "store_url",
 ]

@@ -19,7 +19,11 @@ ORDER = 100
 def add_parser(sub: Any) -> None:
     """`tether workers` and `tether deploy check`."""
     workers = sub.add_parser("workers", help="live workers: versions served, runs held")
-    workers.add_argument("--json", action="store_true")
+    workers.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON array of live workers: owner, versions, runs held, beat and start times",
+    )
     workers.set_defaults(fn=cmd_workers, read_only=True)
     deploy = sub.add_parser("deploy", help="checks before deploying new agent code")
     deploy_sub = deploy.add_subparsers(dest="deploy_command", required=True)
@@ -28,7 +32,7 @@ def add_parser(sub: Any) -> None:
         help="list in-flight runs the agent code here could not continue; exit 1 if any",
     )
     check.add_argument("agent", help="agent name, module:attribute, or tether.agents entry point")
-    check.add_argument("--json", action="store_true")
+    check.add_argument("--json", action="store_true", help="the verdict as one JSON object")
     check.set_defaults(fn=cmd_deploy_check, read_only=True)
 
 

@@ -4,11 +4,10 @@ checkpoints."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 from typing import Any
 
-from tether.cli.common import _execute
+from tether.cli.common import _execute, services_for
 from tether.control import actions as control
 from tether.control.wiring import new_runtime, open_blobs
 from tether.engine.ownership import DEFAULT_LEASE_TTL
@@ -84,10 +83,5 @@ async def cmd_fork(store: Store, args: argparse.Namespace) -> int:
     if not args.run:
         return 0
     graph = await runtime.load(fork_id)  # handed to the resume: the fork is read once
-    models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
-    if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up
-        from tether.demo.agent import demo_models
-
-        models = demo_models(None)
-    async with models:
+    async with services_for(graph.agent, args):
         return await _execute(store, args, lambda rt: control.resume(rt, fork_id, graph=graph))

@@ -38,12 +38,16 @@ def add_parser(sub: Any) -> None:
     set_.set_defaults(fn=cmd_limits_set)
     remove = limits_sub.add_parser("remove", help="lift a model's or an agent's (key's) limit")
     what = remove.add_mutually_exclusive_group(required=True)
-    what.add_argument("--model")
-    what.add_argument("--agent")
+    what.add_argument("--model", help="lift this model's rate limit")
+    what.add_argument(
+        "--agent", help="lift this agent's concurrency limit (with --key K or --each-key)"
+    )
     add_concurrency_options(remove, max_running=False)
     remove.set_defaults(fn=cmd_limits_remove)
     list_ = limits_sub.add_parser("list", help="the model rate limits and concurrency limits")
-    list_.add_argument("--json", action="store_true")
+    list_.add_argument(
+        "--json", action="store_true", help="one JSON object: models and concurrency"
+    )
     list_.set_defaults(fn=cmd_limits_list, read_only=True)
 
 

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import sys
 from typing import Any
 
-from tether.cli.common import _drain_on_signals, _execute, _execute_with, console, fail
+from tether.cli.common import (
+    _drain_on_signals,
+    _execute,
+    _execute_with,
+    console,
+    fail,
+    services_for,
+)
 from tether.control import actions as control
 from tether.control.wiring import new_runtime, open_blobs
 from tether.engine.executor import Outcome
@@ -29,7 +35,11 @@ ORDER = 10
 def add_parser(sub: Any) -> None:
     """`tether demo`, `tether resume` and `tether cancel`."""
     demo = sub.add_parser("demo", help="run the demo agent on a scripted model")
-    demo.add_argument("--question", default="How do agents survive a rolling deploy?")
+    demo.add_argument(
+        "--question",
+        default="How do agents survive a rolling deploy?",
+        help="what the demo agent researches and answers",
+    )
     demo.add_argument("--stop-after", type=int, help="SIGKILL the process after N recorded nodes")
     demo.add_argument("--budget", help="limits, e.g. nodes=8,tokens=5000")
     demo.add_argument(
@@ -218,11 +228,7 @@ async def cmd_resume(store: Store, args: argparse.Namespace) -> int:
         )
         _drain_on_signals(runtime)
         claim, graph = await loading
-        models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
-        if graph.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
-            from tether.demo.agent import demo_models
-
-            models = demo_models(args.model, speed=args.settings.demo_speed)
+        models = services_for(graph.agent, args)  # the demo's scripted model, say
         try:
             async with models:
                 return await _execute_with(
@@ -260,11 +266,7 @@ async def cmd_retry(store: Store, args: argparse.Namespace) -> int:
             )
             return 0
         info = await control.owner_of(runtime, args.run_id)
-        models: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
-        if info.agent.split(".")[0] == "demo":  # the demo's scripted model must be up again
-            from tether.demo.agent import demo_models
-
-            models = demo_models(args.model, speed=args.settings.demo_speed)
+        models = services_for(info.agent, args)
         async with models:
             return await _execute_with(
                 runtime, args, lambda rt: control.retry_here(rt, args.run_id)

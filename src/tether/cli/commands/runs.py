@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from tether.cli.common import console
+from tether.cli.common import console, count
 from tether.control.deploys import upgrade, with_waiting
 from tether.control.wiring import new_runtime, open_blobs
 from tether.store import STATES, RunFilter, RunInfo, Status, Store, state_filter
@@ -123,8 +123,9 @@ async def cmd_runs_prune(store: Store, args: argparse.Namespace) -> int:
             print(run_id)
     verb = "would remove" if report.dry_run else "removed"
     console.print(
-        f"{verb} {report.runs} runs finished before {args.finished_before} ago "
-        f"(+{report.child_runs} sub-agent runs): {report.rows} log rows, {report.bytes} bytes"
+        f"{verb} {count(report.runs, 'run')} finished before {args.finished_before} ago "
+        f"(+{count(report.child_runs, 'sub-agent run')}): {count(report.rows, 'log row')}, "
+        f"{count(report.bytes, 'byte')}"
         + (f"; kept {report.skipped} with a live sub-agent run" if report.skipped else "")
         + ("" if report.dry_run else "; `tether blobs gc` now frees their blobs")
     )
@@ -138,9 +139,9 @@ async def cmd_runs_delete(store: Store, args: argparse.Namespace) -> int:
         report = await delete_run(store, args.run_id, blobs=blobs, shred=args.shred)
     console.print(
         (f"shredded {report.shredded} run keys, then " if args.shred else "")
-        + f"deleted run {report.run_id} ({report.runs} runs with its sub-agent runs): "
-        f"{report.rows} log rows, {report.log_bytes} bytes; {report.blobs} blobs, "
-        f"{report.blob_bytes} bytes"
+        + f"deleted run {report.run_id} ({count(report.runs, 'run')} with its sub-agent runs): "
+        f"{count(report.rows, 'log row')}, {count(report.log_bytes, 'byte')}; "
+        f"{count(report.blobs, 'blob')}, {count(report.blob_bytes, 'byte')}"
         + (f"; kept {report.blobs_kept} blobs other runs point to" if report.blobs_kept else "")
     )
     return 0

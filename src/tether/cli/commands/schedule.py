@@ -40,7 +40,7 @@ def add_parser(sub: Any) -> None:
     )
     add.set_defaults(fn=cmd_schedule_add)
     list_ = schedule_sub.add_parser("list", help="the schedules and their next run")
-    list_.add_argument("--json", action="store_true")
+    list_.add_argument("--json", action="store_true", help="one JSON array of schedules")
     list_.set_defaults(fn=cmd_schedule_list, read_only=True)
     remove = schedule_sub.add_parser("remove", help="stop a schedule (its runs stay)")
     remove.add_argument("name")

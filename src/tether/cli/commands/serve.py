@@ -25,7 +25,11 @@ def add_parser(sub: Any) -> None:
         default=None,  # None: $TETHER_DEMO (`Settings.demo`)
         help="also serve the demo agent's scripted model server, for demo runs (TETHER_DEMO=1)",
     )
-    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface)",
+    )
     srv.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     srv.add_argument("--token", help="API bearer token (default: $TETHER_API_TOKEN)")
     srv.add_argument(
@@ -62,7 +66,11 @@ def add_parser(sub: Any) -> None:
         help="seconds a lease lasts without renewal (embedded worker; server's own claims)",
     )
     srv.add_argument("--speed", type=float, help="demo latency multiplier (0 = instant)")
-    srv.add_argument("--log-level", default="warning")
+    srv.add_argument(
+        "--log-level",
+        default="warning",
+        help="uvicorn's log level: debug, info, warning (default), error or critical",
+    )
     add_log_format(srv)
     _serve_limits(srv)
     srv.set_defaults(fn=cmd_serve)

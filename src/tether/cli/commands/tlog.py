@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tether.cli.common import count
 from tether.control.wiring import open_blobs
 from tether.engine.registry import resolve_agent
 from tether.ops.tlog.check import check_file, file_chunks, tlog_files
@@ -77,8 +78,8 @@ async def cmd_import(store: Store, args: argparse.Namespace) -> int:
         print(f"run {done.run_id}: already in this store; nothing imported")
     else:
         print(
-            f"imported run {done.run_id}: {len(done.created)} runs, {done.records} records, "
-            f"{done.blobs} blobs"
+            f"imported run {done.run_id}: {count(len(done.created), 'run')}, "
+            f"{count(done.records, 'record')}, {count(done.blobs, 'blob')}"
         )
     return 0
 
@@ -95,11 +96,13 @@ async def cmd_check(args: argparse.Namespace) -> int:
         if verdict.undecodable is not None:
             print(f"FAIL {path}: does not decode: {verdict.undecodable}")
         elif verdict.problems:
-            print(f"FAIL {path}: {len(verdict.problems)} problem(s)")
+            print(f"FAIL {path}: {count(len(verdict.problems), 'problem')}")
             for problem in verdict.problems:
                 print(f"  {problem}")
         else:
-            print(f"ok   {path}: {verdict.runs} runs, {verdict.pending} pending nodes checked")
+            pending = count(verdict.pending, "pending node")
+            print(f"ok   {path}: {count(verdict.runs, 'run')}, {pending} checked")
         failed += not verdict.ok
-    print(f"{len(files)} files checked against {registry.name} {registry.version}, {failed} failed")
+    checked = count(len(files), "file")
+    print(f"{checked} checked against {registry.name} {registry.version}, {failed} failed")
     return 1 if failed else 0

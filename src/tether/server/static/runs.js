@@ -147,7 +147,7 @@ function draw() {
   const first = list.rows.length ? list.offset + 1 : 0;
   document.getElementById("page").textContent =
     `${first}–${list.offset + list.rows.length}`;
-  document.getElementById("count").textContent = `${list.rows.length} runs shown` +
+  document.getElementById("count").textContent = `${list.rows.length} ${list.rows.length === 1 ? "run" : "runs"} shown` +
     (list.status || list.agent || list.q ? " (filtered)" : "") + "; updated live";
   document.getElementById("prev").disabled = list.offset === 0;
   document.getElementById("next").disabled = !list.next;
