@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import openai
@@ -11,8 +11,15 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    OpenAIChatCompletionsModel,
+    function_tool,
+    set_trace_processors,
+    set_tracing_disabled,
+)
 
+from tests.integrations.test_openai_agents_hitl import Kept
 from tether import Runtime, Status, Store
 from tether.integrations.openai_agents import DurableRunner
 from tether.model.records import decode_log
@@ -42,10 +49,15 @@ def billing(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
 
 
 @pytest.fixture(autouse=True)
-def _reset() -> None:
-    set_tracing_disabled(True)  # the SDK would export traces to the network
+def _reset() -> Iterator[None]:
+    # Tracing on, as users run it; its spans kept here instead of exported to the network.
+    kept = Kept()
+    set_trace_processors([kept])
+    set_tracing_disabled(False)
     REFUNDED.clear()
     HANG.clear()
+    yield
+    set_tracing_disabled(True)
 
 
 @pytest.fixture
