@@ -241,3 +241,39 @@ async def test_a_rejected_approval_tells_the_model_and_runs_nothing(
     assert done.status is Status.SUCCEEDED, done.reason
     assert done.result["content"] == "Told: not run: rejected (over the limit)"
     assert REFUNDED == []
+
+
+async def test_a_run_killed_mid_stream_asks_only_the_interrupted_call_again(
+    durable_store: Store, models: LocalModelServer, client: openai.AsyncOpenAI, sdk_traces: Kept
+) -> None:
+    import threading
+
+    answering = threading.Event()  # the server may answer on its own thread
+
+    def slow_billing(messages: Sequence[Message], tools: Sequence[ToolSpec], /) -> Turn:
+        turn = billing(messages, tools)
+        if turn.text and not answering.is_set():  # the final answer, the first time:
+            answering.set()  # its stream opens, then sends one chunk an hour
+            return Turn(text=turn.text, chunk_delay=3600.0)
+        return turn
+
+    models.scripts.add("billing", slow_billing)
+    runtime = Runtime(durable_store)
+    run_id = await desk(client, stream=True).submit("Refund A1", runtime=runtime)
+    task = asyncio.ensure_future(runtime.resume(run_id))
+    await asyncio.to_thread(answering.wait)  # the answer is streaming: killed mid-stream
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await steps_of(durable_store, run_id) == [
+        "triage.model.stream",
+        "triage.handoff:escalate_to_billing",
+        "billing.model.stream",
+        "billing.tool:refund",
+    ]
+    outcome = await Runtime(durable_store).resume(run_id)
+    assert outcome.status is Status.SUCCEEDED, outcome.reason
+    assert outcome.result["content"] == "Done: refund of A1 issued"
+    # Only the interrupted call was asked again; the handoff and the refund ran once.
+    assert [r.model for r in models.requests] == ["script:triage"] + ["script:billing"] * 3
+    assert HANDED == ["refund"] and REFUNDED == ["A1"]
