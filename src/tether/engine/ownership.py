@@ -45,6 +45,8 @@ from tether.store.base import Claim, Leases, RunTable, Serves, Status
 log = logging.getLogger("tether.engine.ownership")
 
 DEFAULT_LEASE_TTL = 5.0
+# How long a renewal sent past a lease's expiry may take before the run is stopped.
+EXPIRED_RENEWAL_S = 2.0
 
 
 def admissible(graph: Graph, budget: Budget | None = None) -> None:
@@ -283,8 +285,11 @@ class LeaseKeeper:
         # keep the keeper from stopping a run the moment its lease runs out, and a slow one
         # (a loaded store) has until then to land.
         bound = min(at + self.ttl for at in self._renewed.values()) - sent
-        if bound <= 0:  # past an expiry already: one prompt try, then the run stops
-            bound = self.ttl / 3
+        if bound <= 0:
+            # Past an expiry already (this loop was held up, not the store cut off: a cut
+            # renewal times out at the expiry, above): one try, given the time a loaded
+            # host needs for a round trip, then the run stops unless it renewed.
+            bound = max(self.ttl / 3, EXPIRED_RENEWAL_S)
         try:
             async with asyncio.timeout(max(0.0, bound)):
                 renewal = await self.leases.renew(self.owner, held, self.ttl)
