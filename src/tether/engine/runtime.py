@@ -60,6 +60,7 @@ from tether.model.values import DEFAULT_OFFLOAD_THRESHOLD, ValueCodec
 from tether.ops.fork import fork
 from tether.ops.schedules import Schedules
 from tether.store.base import Claim, RunInfo, Status, Store
+from tether.store.keys import fetcher
 from tether.store.limits import check_key, check_priority
 
 DEFAULT_RECORD_CAP = 64 * 1024
@@ -144,7 +145,7 @@ class Runtime:
         encodes is sealed under the ring's current key. `codec_for` writes as a run."""
         if self.keys is None:
             return ValueCodec(self.blobs, threshold=self.offload_threshold)
-        box = RunKeyBox(self.keys, self._fetch_run_key)
+        box = RunKeyBox(self.keys, fetcher(self.store.keys))
         blobs = self.blobs.for_run(box) if isinstance(self.blobs, SealedBlobStore) else self.blobs
         return ValueCodec(blobs, threshold=self.offload_threshold, keys=self.keys, box=box)
 
@@ -160,7 +161,7 @@ class Runtime:
             if await self.store.keys.put(run_id, wrapped):
                 key = made  # else the run has a row already: a retried create, a shredded id
         if key is None:
-            row = await self._fetch_run_key(run_id)
+            row = await fetcher(self.store.keys)(run_id)
             if row is not None:
                 if row[0] is None:
                     raise DataShredded(run_id, row[1])
@@ -168,10 +169,6 @@ class Runtime:
         if key is not None:
             codec.box.bind(run_id, key)
         return codec
-
-    async def _fetch_run_key(self, run_id: str) -> tuple[bytes | None, float | None] | None:
-        row = (await self.store.keys.get([run_id])).get(run_id)
-        return None if row is None else (row.wrapped, row.shredded_at)
 
     def check_record_size(self, run_id: str, node_id: str, data: bytes) -> None:
         """RecordTooLarge if an encoded record is over `record_cap`."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
@@ -18,10 +19,13 @@ from starlette.responses import Response, StreamingResponse
 from tether.blobs import BlobRef
 from tether.blobs.base import is_sha256_hex
 from tether.blobs.errors import BlobError, BlobRefRefused
+from tether.blobs.sealed import SealedBlobStore
+from tether.foundation.crypto.runkeys import DataShredded, RunKeyBox
 from tether.foundation.errors import UnknownRun
 from tether.model.records import blob_refs, decode_log
 from tether.server.schemas import BadRequest
 from tether.server.views import blob_url
+from tether.store.keys import fetcher
 
 if TYPE_CHECKING:
     from tether.blobs import BlobStore
@@ -69,11 +73,23 @@ async def get_blob(request: Request) -> Response:
         raise BadRequest(503, "blob_unavailable", f"blob {where} cannot be read now") from None
     if ref is None:
         raise BadRequest(404, "blob_missing", f"blob {where} is referenced but not stored")
+    body: AsyncIterator[bytes] = server.blobs.open(ref)
+    if isinstance(server.blobs, SealedBlobStore):
+        # Opened whole (a sealed blob is), under the run keys this request fetches: a key
+        # shredded since is never held over from an earlier request.
+        box = RunKeyBox(server.blobs.ring, fetcher(server.store.keys))
+        try:
+            plain = await server.blobs.for_run(box).get(ref)
+        except DataShredded:
+            raise BadRequest(
+                410, "blob_shredded", f"blob {where} belongs to a crypto-shredded run"
+            ) from None
+        body = _whole(plain)
     media_type = safe_media_type(ref.media_type)
     inline = media_type.split(";")[0] in INLINE_TYPES
     disposition = "inline" if inline else "attachment"
     return StreamingResponse(
-        server.blobs.open(ref),
+        body,
         media_type=media_type,
         headers={
             "Content-Length": str(ref.size),
@@ -110,6 +126,10 @@ def safe_media_type(recorded: str) -> str:
             kept.append(f"{name}={value.lower()}")
             seen.add(name)
     return "; ".join(kept)
+
+
+async def _whole(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 async def _stored(blobs: BlobStore, ref: BlobRef) -> BlobRef | None:

@@ -11,7 +11,7 @@ ordinary delete, since a fork's copied rows stay sealed under the source's key.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -22,6 +22,17 @@ class KeyRow:
     run_id: str
     wrapped: bytes | None
     shredded_at: float | None = None
+
+
+def fetcher(keys: RunKeys) -> Callable[[str], Awaitable[tuple[bytes | None, float | None] | None]]:
+    """What a `RunKeyBox` fetches a run's wrapped key with: (wrapped or None, shredded_at),
+    or None if the store has no row for the run."""
+
+    async def fetch(run_id: str) -> tuple[bytes | None, float | None] | None:
+        row = (await keys.get([run_id])).get(run_id)
+        return None if row is None else (row.wrapped, row.shredded_at)
+
+    return fetch
 
 
 class RunKeys(ABC):
