@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tether.engine.executor import NotAccepting, wake_at_of
-from tether.foundation.errors import RunHeldElsewhere, UnknownRun
+from tether.foundation.errors import RunHeldElsewhere, StaleEpoch, UnknownRun
 from tether.model.graph import Graph
 from tether.model.records import encode
 from tether.model.waits import check_payload, event_record, find_wait
@@ -67,16 +67,21 @@ async def deliver(
         info = await rt.store.runs.get(run_id)
         if info is None:
             raise UnknownRun(run_id)
-        if info.parent_run_id is not None:
-            done = await _deliver_to_child(rt, run_id, key, payload, event_id)
-            if done is not None:
-                return done
-        else:
-            claim = await rt.keeper.take(run_id, ttl=HOLD_TTL_S)
-            if claim is not None:
-                return await _deliver_held(
-                    rt, run_id, key, payload, event_id, claim.epoch, info.status, info.reason
-                )
+        try:
+            if info.parent_run_id is not None:
+                done = await _deliver_to_child(rt, run_id, key, payload, event_id)
+                if done is not None:
+                    return done
+            else:
+                claim = await rt.keeper.take(run_id, ttl=HOLD_TTL_S)
+                if claim is not None:
+                    return await _deliver_held(
+                        rt, run_id, key, payload, event_id, claim.epoch, info.status, info.reason
+                    )
+        except StaleEpoch:
+            # Taken over (a forced resume) while this delivery held it: the event was not
+            # written; it goes to the new owner, judged again below.
+            pass
         # Held by another delivery, or finished meanwhile: judged again on the log, so an
         # event that lost a race hears so now rather than after its turn to hold the run.
         graph = await rt.load(run_id)
