@@ -254,7 +254,9 @@ class LeaseKeeper:
 
     async def _let_go(self, claim: Claim) -> None:
         try:
-            await self.leases.renew(self.owner, [claim], 0.0)
+            # Ended a second ago, not "now": a take is judged by `lease_until < now`, and a
+            # store clock of millisecond resolution (SQLite) reads the same now for both.
+            await self.leases.renew(self.owner, [claim], -1.0)
         except StoreError as exc:  # the lease runs out by itself
             log.warning("run %s: could not let the lease go (%s)", claim.run_id, exc)
 
